@@ -1,0 +1,243 @@
+"""Frozen values handed from one pipeline stage to the next.
+
+discover -> JobTarget; collect -> JobSample | Unavailable; evaluate -> JobEvaluation;
+decide -> Decision; plugins -> Decision; realize -> RealizeResult. NaN means "not measured" for
+every float in a sample or an evaluation, never zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TypeVar
+
+from autoscaler.reasons import Reason
+from autoscaler.settings import AutoscalerOptions
+
+__all__ = [
+    "NAN",
+    "Edge",
+    "JobEvaluation",
+    "JobRef",
+    "JobSample",
+    "JobTarget",
+    "JobTopology",
+    "TaskManagerSample",
+    "Unavailable",
+    "VertexEvaluation",
+    "VertexId",
+    "VertexInfo",
+    "VertexSample",
+    "frozen_map",
+]
+
+VertexId = str
+NAN = math.nan
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def frozen_map(items: Mapping[_K, _V] | None = None) -> Mapping[_K, _V]:
+    """A read-only mapping that keeps insertion order."""
+    return MappingProxyType(dict(items or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class JobRef:
+    """A job on a cluster. ``key`` (cluster/name) survives resubmission under a new JobID."""
+
+    cluster: str
+    job_id: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.cluster}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class JobTarget:
+    """A running job to autoscale this tick, with its effective options."""
+
+    job: JobRef
+    options: AutoscalerOptions
+    state: str = "RUNNING"
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    source: VertexId
+    target: VertexId
+    ship_strategy: str = "REBALANCE"  # Flink's plan names: FORWARD, HASH, REBALANCE, RESCALE, ...
+
+
+@dataclass(frozen=True, slots=True)
+class VertexInfo:
+    id: VertexId
+    name: str
+    parallelism: int
+    max_parallelism: int
+    status: str = "RUNNING"
+    slot_sharing_group: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.parallelism < 1 or self.max_parallelism < 1:
+            raise ValueError(f"parallelism and max parallelism must be >= 1: {self!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class JobTopology:
+    """Vertices in topological order (sources first) and the edges between them."""
+
+    vertices: Mapping[VertexId, VertexInfo]
+    edges: tuple[Edge, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "vertices", frozen_map(self.vertices))
+        for e in self.edges:
+            if e.source not in self.vertices or e.target not in self.vertices:
+                raise ValueError(f"edge {e.source}->{e.target} names an unknown vertex")
+
+    @classmethod
+    def build(cls, vertices: list[VertexInfo], edges: list[Edge]) -> JobTopology:
+        """Order vertices topologically (Kahn; ties keep the given order) and validate the graph."""
+        by_id = {v.id: v for v in vertices}
+        indegree = {v.id: 0 for v in vertices}
+        for e in edges:
+            if e.source not in by_id or e.target not in by_id:
+                raise ValueError(f"edge {e.source}->{e.target} names an unknown vertex")
+            indegree[e.target] += 1
+        ready = [v.id for v in vertices if indegree[v.id] == 0]
+        order: list[VertexId] = []
+        while ready:
+            vid = ready.pop(0)
+            order.append(vid)
+            for e in edges:
+                if e.source == vid:
+                    indegree[e.target] -= 1
+                    if indegree[e.target] == 0:
+                        ready.append(e.target)
+        if len(order) != len(vertices):
+            raise ValueError("job graph has a cycle")
+        return cls({vid: by_id[vid] for vid in order}, tuple(edges))
+
+    def inputs(self, vid: VertexId) -> tuple[Edge, ...]:
+        return tuple(e for e in self.edges if e.target == vid)
+
+    def outputs(self, vid: VertexId) -> tuple[Edge, ...]:
+        return tuple(e for e in self.edges if e.source == vid)
+
+    def is_source(self, vid: VertexId) -> bool:
+        return not any(e.target == vid for e in self.edges)
+
+    def __iter__(self) -> Iterator[VertexInfo]:
+        return iter(self.vertices.values())
+
+    @property
+    def parallelisms(self) -> Mapping[VertexId, int]:
+        return frozen_map({v.id: v.parallelism for v in self.vertices.values()})
+
+
+@dataclass(frozen=True, slots=True)
+class VertexSample:
+    """One tick's raw metrics for one vertex. Counters are cumulative; NaN = not available."""
+
+    busy_time_ms_per_s: float = NAN  # busyTimeMsPerSecond, aggregated by the configured aggregator
+    backpressured_ms_per_s: float = NAN  # backPressuredTimeMsPerSecond, avg over subtasks
+    num_records_in: float = NAN  # cumulative records in (sources: records read from the external system)
+    num_records_out: float = NAN  # cumulative records out
+    accumulated_busy_time_ms: float = NAN  # cumulative busy ms, summed over subtasks
+    num_records_in_per_s: float = NAN  # Flink's 60 s meter, summed over subtasks
+    pending_records: float = NAN  # sources only: summed pendingRecords (the lag)
+    observed_tpr: float = NAN  # sources only: observed true processing rate of this sample
+
+
+@dataclass(frozen=True, slots=True)
+class TaskManagerSample:
+    """Cluster-level metrics for a job's tick (max over TaskManagers)."""
+
+    gc_time_ms_per_s: float = NAN
+    heap_used: float = NAN
+    heap_max: float = NAN
+    cpu_load_avg: float = NAN
+
+
+@dataclass(frozen=True, slots=True)
+class JobSample:
+    """Everything collected for one job in one tick."""
+
+    target: JobTarget
+    ts_ms: int
+    running_since_ms: int  # timestamps.RUNNING: a later value means restart or rescale
+    topology: JobTopology
+    vertices: Mapping[VertexId, VertexSample]
+    taskmanagers: TaskManagerSample = field(default_factory=TaskManagerSample)
+    num_source_partitions: Mapping[VertexId, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "vertices", frozen_map(self.vertices))
+        object.__setattr__(self, "num_source_partitions", frozen_map(self.num_source_partitions))
+        missing = set(self.topology.vertices) - set(self.vertices)
+        if missing:
+            raise ValueError(f"sample lacks vertices {sorted(missing)}")
+
+    @property
+    def job(self) -> JobRef:
+        return self.target.job
+
+
+@dataclass(frozen=True, slots=True)
+class Unavailable:
+    """Why a job produced no usable sample this tick (no scaling on partial data)."""
+
+    target: JobTarget
+    reason: Reason
+    detail: str
+
+    @property
+    def job(self) -> JobRef:
+        return self.target.job
+
+
+@dataclass(frozen=True, slots=True)
+class VertexEvaluation:
+    """Evaluated metrics and the recommended parallelism for one vertex (NaN = unknown)."""
+
+    vertex: VertexId
+    parallelism: int
+    max_parallelism: int
+    load: float
+    true_processing_rate: float
+    target_data_rate: float
+    catch_up_data_rate: float
+    lag: float
+    scale_up_threshold: float
+    scale_down_threshold: float
+    target_parallelism: int  # what the scaler recommends; == parallelism when unknown or unchanged
+    expected_processing_rate: float
+    outside_band: bool
+
+    @property
+    def unknown(self) -> bool:
+        return math.isnan(self.true_processing_rate) or math.isnan(self.target_data_rate)
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvaluation:
+    """The evaluator's result for one job: None vertices until the window is usable."""
+
+    sample: JobSample
+    vertices: Mapping[VertexId, VertexEvaluation]
+    processing_backlog: bool
+    window_samples: int  # samples inside the window (per job, max over vertices)
+    window_full: bool
+    not_ready: Reason | None = None  # set when the evaluation must not drive a decision
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "vertices", frozen_map(self.vertices))
+
+    @property
+    def job(self) -> JobRef:
+        return self.sample.job

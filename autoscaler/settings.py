@@ -1,0 +1,451 @@
+"""Daemon settings (YAML file + env vars) and the reference autoscaler's ``job.autoscaler.*`` options.
+
+Precedence, lowest to highest: built-in defaults, the YAML file, environment variables
+(``FLINK_AUTOSCALER_<FIELD>``, nested with ``__``), then per cluster and per job the Flink-style
+``job.autoscaler.*`` keys (daemon ``autoscaler:`` section < cluster ``autoscaler:`` < the job's own
+configuration on the cluster). Keys and defaults are the reference's, so a config written for the Java
+autoscaler means the same thing here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from autoscaler.durations import format_duration, parse_duration
+
+__all__ = [
+    "KEY_PREFIX",
+    "LEGACY_KEY_PREFIX",
+    "AlignmentMode",
+    "AutoscalerOptions",
+    "BusyTimeAggregator",
+    "ClusterSettings",
+    "ConfigError",
+    "Settings",
+    "SparkSettings",
+    "flatten_keys",
+]
+
+KEY_PREFIX = "job.autoscaler."
+LEGACY_KEY_PREFIX = "kubernetes.operator.job.autoscaler."
+
+Duration = Annotated[
+    timedelta,
+    BeforeValidator(parse_duration),
+    PlainSerializer(format_duration, return_type=str),
+]
+
+
+class ConfigError(ValueError):
+    """Invalid configuration; the message names the offending key(s)."""
+
+
+class BusyTimeAggregator(StrEnum):
+    MAX = "MAX"
+    AVG = "AVG"
+    MIN = "MIN"
+
+
+class AlignmentMode(StrEnum):
+    BALANCED = "BALANCED"
+    EVENLY_SPREAD = "EVENLY_SPREAD"
+    OFF = "OFF"
+
+
+def _upper(value: object) -> object:
+    return value.upper() if isinstance(value, str) else value
+
+
+def _csv_list(value: object) -> object:
+    """Flink list options are ';'-separated strings (',' accepted too); YAML lists pass through."""
+    if isinstance(value, str):
+        sep = ";" if ";" in value else ","
+        return [part.strip() for part in value.split(sep) if part.strip()]
+    return value
+
+
+def _opt_float(value: object) -> object:
+    return None if isinstance(value, str) and value.strip() == "" else value
+
+
+def _k(key: str, *deprecated: str) -> Any:
+    """Field metadata for a ``job.autoscaler.<key>`` option (plus deprecated spellings)."""
+    return AliasChoices(key, *deprecated)
+
+
+class AutoscalerOptions(BaseModel):
+    """The ``job.autoscaler.*`` options, with the reference's defaults and validation ranges.
+
+    Field aliases are the key suffixes after ``job.autoscaler.``; build instances from Flink-style flat
+    keys with :meth:`from_flink_conf`.
+    """
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+
+    enabled: bool = Field(False, validation_alias=_k("enabled"), description="Master switch.")
+    scaling_enabled: bool = Field(
+        True, validation_alias=_k("scaling.enabled"),
+        description="False gives advisor mode: evaluate and report, never apply.",
+    )
+    metrics_window: Duration = Field(
+        timedelta(minutes=15), validation_alias=_k("metrics.window"), description="Sliding averaging window."
+    )
+    stabilization_interval: Duration = Field(
+        timedelta(minutes=5), validation_alias=_k("stabilization.interval"),
+        description="Time after the job reaches RUNNING before samples count towards the window.",
+    )
+    utilization_target: float = Field(
+        0.7, validation_alias=_k("utilization.target", "target.utilization"), description="Target busy ratio."
+    )
+    target_utilization_boundary: float = Field(
+        0.3, validation_alias=_k("target.utilization.boundary"),
+        description="Band around the target used when utilization.max/min are unset.",
+    )
+    utilization_max: Annotated[float | None, BeforeValidator(_opt_float)] = Field(
+        None, validation_alias=_k("utilization.max"), description="Upper utilization (scale-up threshold)."
+    )
+    utilization_min: Annotated[float | None, BeforeValidator(_opt_float)] = Field(
+        None, validation_alias=_k("utilization.min"), description="Lower utilization (scale-down threshold)."
+    )
+    scale_down_interval: Duration = Field(
+        timedelta(hours=1), validation_alias=_k("scale-down.interval", "scale-up.grace-period"),
+        description="Scale-downs wait this long; the highest recommendation within it is used.",
+    )
+    vertex_min_parallelism: int = Field(1, ge=1, validation_alias=_k("vertex.min-parallelism"))
+    vertex_max_parallelism: int = Field(200, ge=1, validation_alias=_k("vertex.max-parallelism"))
+    scale_down_max_factor: float = Field(
+        0.6, ge=0.0, validation_alias=_k("scale-down.max-factor"),
+        description="The scale factor can drop to at most 1 - value.",
+    )
+    scale_up_max_factor: float = Field(
+        100000.0, ge=0.0, validation_alias=_k("scale-up.max-factor"),
+        description="The scale factor can rise to at most 1 + value.",
+    )
+    catch_up_duration: Duration = Field(
+        timedelta(minutes=30), validation_alias=_k("catch-up.duration"),
+        description="Time to drain the backlog after scaling; 0 disables backlog-based capacity.",
+    )
+    restart_time: Duration = Field(
+        timedelta(minutes=5), validation_alias=_k("restart.time"), description="Assumed restart time."
+    )
+    restart_time_tracking_enabled: bool = Field(False, validation_alias=_k("restart.time-tracking.enabled"))
+    restart_time_tracking_limit: Duration = Field(
+        timedelta(minutes=15), validation_alias=_k("restart.time-tracking.limit")
+    )
+    backlog_processing_lag_threshold: Duration = Field(
+        timedelta(minutes=5), validation_alias=_k("backlog-processing.lag-threshold"),
+        description="Lag (in seconds of input) above which a source counts as processing backlog.",
+    )
+    observed_tpr_lag_threshold: Duration = Field(
+        timedelta(seconds=30), validation_alias=_k("observed-true-processing-rate.lag-threshold")
+    )
+    observed_tpr_switch_threshold: float = Field(
+        0.15, ge=0.0, validation_alias=_k("observed-true-processing-rate.switch-threshold")
+    )
+    observed_tpr_min_observations: int = Field(
+        2, ge=1, validation_alias=_k("observed-true-processing-rate.min-observations")
+    )
+    busy_time_aggregator: Annotated[BusyTimeAggregator, BeforeValidator(_upper)] = Field(
+        BusyTimeAggregator.MAX, validation_alias=_k("metrics.busy-time.aggregator")
+    )
+    vertex_exclude_ids: Annotated[tuple[str, ...], BeforeValidator(_csv_list)] = Field(
+        (), validation_alias=_k("vertex.exclude.ids")
+    )
+    parallelism_alignment_mode: Annotated[AlignmentMode, BeforeValidator(_upper)] = Field(
+        AlignmentMode.BALANCED, validation_alias=_k("scaling.parallelism-alignment.mode")
+    )
+    memory_gc_pressure_threshold: float = Field(1.0, validation_alias=_k("memory.gc-pressure.threshold"))
+    memory_heap_usage_threshold: float = Field(1.0, validation_alias=_k("memory.heap-usage.threshold"))
+    history_max_count: int = Field(3, ge=0, validation_alias=_k("history.max.count"))
+    history_max_age: Duration = Field(timedelta(hours=24), validation_alias=_k("history.max.age"))
+    scaling_event_interval: Duration = Field(
+        timedelta(minutes=30), validation_alias=_k("scaling.event.interval")
+    )
+    rest_client_timeout: Duration = Field(
+        timedelta(seconds=10), validation_alias=_k("flink.rest-client.timeout")
+    )
+
+    @field_validator("utilization_target")
+    @classmethod
+    def _target_in_unit(cls, v: float) -> float:
+        if not 0.0 <= v <= 1.0 or math.isnan(v):
+            raise ValueError("must be within [0, 1]")
+        return v
+
+    @field_validator("target_utilization_boundary")
+    @classmethod
+    def _boundary_positive(cls, v: float) -> float:
+        if v < 0.0 or math.isnan(v):
+            raise ValueError("must be >= 0")
+        return v
+
+    @field_validator("memory_gc_pressure_threshold", "memory_heap_usage_threshold")
+    @classmethod
+    def _ratio(cls, v: float) -> float:
+        if not 0.0 <= v <= 1.0:
+            raise ValueError("must be within [0, 1]")
+        return v
+
+    @model_validator(mode="after")
+    def _band(self) -> AutoscalerOptions:
+        if self.utilization_max is not None and not self.utilization_target <= self.utilization_max <= 1.0:
+            raise ValueError(
+                f"utilization.max must be within [utilization.target={self.utilization_target}, 1]"
+            )
+        if self.utilization_min is not None and not 0.0 <= self.utilization_min <= self.utilization_target:
+            raise ValueError(
+                f"utilization.min must be within [0, utilization.target={self.utilization_target}]"
+            )
+        return self
+
+    # ------------------------------------------------------------------ derived values used by the math
+    @property
+    def utilization_upper(self) -> float:
+        """Upper utilization bound (scale-up threshold) outside backlog processing."""
+        if self.utilization_max is not None:
+            return self.utilization_max
+        return self.utilization_target + self.target_utilization_boundary
+
+    @property
+    def utilization_lower(self) -> float:
+        """Lower utilization bound (scale-down threshold) outside backlog processing."""
+        if self.utilization_min is not None:
+            return self.utilization_min
+        return self.utilization_target - self.target_utilization_boundary
+
+    # ------------------------------------------------------------------ Flink-style key handling
+    @classmethod
+    def option_keys(cls) -> dict[str, str]:
+        """Map every accepted key suffix (canonical and deprecated) to its field name."""
+        keys: dict[str, str] = {}
+        for name, field in cls.model_fields.items():
+            alias = field.validation_alias
+            assert isinstance(alias, AliasChoices)
+            for choice in alias.choices:
+                assert isinstance(choice, str)
+                keys[choice] = name
+        return keys
+
+    @classmethod
+    def canonical_key(cls, field_name: str) -> str:
+        alias = cls.model_fields[field_name].validation_alias
+        assert isinstance(alias, AliasChoices)
+        first = alias.choices[0]
+        assert isinstance(first, str)
+        return KEY_PREFIX + first
+
+    @classmethod
+    def from_flink_conf(
+        cls, conf: Mapping[str, Any], base: AutoscalerOptions | None = None, *, source: str = "config"
+    ) -> AutoscalerOptions:
+        """Overlay Flink-style keys on ``base`` (defaults when None).
+
+        The legacy ``kubernetes.operator.`` prefix is read first so the canonical prefix wins, and a
+        deprecated key loses to its canonical spelling, as in the reference. Keys outside
+        ``job.autoscaler.*`` are ignored (a job's configuration holds many other keys).
+        """
+        known = cls.option_keys()
+        values: dict[str, Any] = base.model_dump() if base is not None else {}
+        ranked: dict[str, tuple[int, str, Any]] = {}
+        for key, raw in flatten_keys(conf).items():
+            for rank, prefix in ((0, LEGACY_KEY_PREFIX), (2, KEY_PREFIX)):
+                if key.startswith(prefix):
+                    suffix = key[len(prefix):]
+                    field = known.get(suffix)
+                    if field is None:
+                        continue
+                    canonical = cls.canonical_key(field)[len(KEY_PREFIX):]
+                    score = rank + (1 if suffix == canonical else 0)
+                    if field not in ranked or ranked[field][0] <= score:
+                        ranked[field] = (score, key, raw)
+                    break
+        for field, (_, _, raw) in ranked.items():
+            values[field] = raw
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            origin = {field: key for field, (_, key, _) in ranked.items()}
+            raise ConfigError(_describe(exc, source, lambda loc: origin.get(loc, cls._key_for(loc)))) from exc
+
+    @classmethod
+    def _key_for(cls, loc: str) -> str:
+        return cls.canonical_key(loc) if loc in cls.model_fields else loc
+
+    def to_flink_conf(self) -> dict[str, str]:
+        """Canonical ``job.autoscaler.*`` keys with string values (for docs and round trips)."""
+        out: dict[str, str] = {}
+        for name, value in self.model_dump(mode="json").items():
+            if value is None:
+                continue
+            out[self.canonical_key(name)] = (
+                ";".join(value) if isinstance(value, list) else str(value).lower()
+                if isinstance(value, bool) else str(value)
+            )
+        return out
+
+
+def flatten_keys(conf: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Flatten nested YAML mappings into Flink's dotted keys (Flink 2's config.yaml allows both)."""
+    flat: dict[str, Any] = {}
+    for key, value in conf.items():
+        full = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten_keys(value, full + "."))
+        else:
+            flat[full] = value
+    return flat
+
+
+def _describe(exc: ValidationError, source: str, key_of: Any) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        first = str(err["loc"][0]) if err["loc"] else ""
+        key = key_of(first) if first else loc
+        if len(err["loc"]) > 1 and key != loc:
+            key = f"{key}{loc[len(first):]}"
+        value = err.get("input")
+        shown = f" (got {value!r})" if value is not None and not isinstance(value, dict) else ""
+        lines.append(f"  {key}: {err['msg']}{shown}")
+    return f"invalid configuration in {source}:\n" + "\n".join(lines)
+
+
+class ClusterSettings(BaseModel):
+    """One Flink cluster to watch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Short name used in job keys, metric labels and logs.")
+    rest_url: str = Field(description="Flink REST endpoint, e.g. http://jobmanager:8081.")
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers (e.g. auth).")
+    verify_tls: bool = True
+    ca_file: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    request_timeout: Duration | None = Field(
+        None, description="REST timeout; defaults to job.autoscaler.flink.rest-client.timeout."
+    )
+    max_concurrency: int = Field(8, ge=1, description="Concurrent REST requests to this cluster.")
+    autoscaler: dict[str, Any] = Field(
+        default_factory=dict, description="job.autoscaler.* keys for every job of this cluster."
+    )
+
+    @field_validator("rest_url")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v.rstrip("/")
+
+
+class SparkSettings(BaseModel):
+    """Where the evaluator's SparkSession runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    master: str = Field("local[*]", description="local[*], spark://host:7077, or sc://host:15002 (Connect).")
+    app_name: str = "flink-autoscaler"
+    conf: dict[str, str] = Field(default_factory=dict, description="Extra spark.* settings.")
+
+
+class Settings(BaseSettings):
+    """Everything the daemon reads at start-up."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FLINK_AUTOSCALER_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    clusters: list[ClusterSettings] = Field(default_factory=list, description="Flink clusters to watch.")
+    control_loop_interval: Duration = Field(
+        timedelta(seconds=10), description="Tick period; also the metric sample rate."
+    )
+    metrics_address: str = Field("127.0.0.1:9250", description="host:port for /metrics; empty disables.")
+    log_format: Literal["console", "json"] = "console"
+    log_level: str = "INFO"
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    autoscaler: dict[str, Any] = Field(
+        default_factory=dict, description="job.autoscaler.* defaults for every job (Flink-style keys)."
+    )
+    confirm_timeout: Duration = Field(
+        timedelta(minutes=5), description="How long a rescale may take to show in /jobs/:id before it is reported stuck."
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The YAML file arrives as init kwargs (see load()); env vars must win over it.
+        return (env_settings, init_settings)
+
+    @field_validator("clusters")
+    @classmethod
+    def _unique_names(cls, v: list[ClusterSettings]) -> list[ClusterSettings]:
+        names = [c.name for c in v]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"cluster names must be unique, repeated: {', '.join(dupes)}")
+        return v
+
+    @model_validator(mode="after")
+    def _options_valid(self) -> Settings:
+        base = AutoscalerOptions.from_flink_conf(self.autoscaler, source="autoscaler")
+        for cluster in self.clusters:
+            AutoscalerOptions.from_flink_conf(cluster.autoscaler, base, source=f"clusters[{cluster.name}].autoscaler")
+        return self
+
+    def options_for(self, cluster: ClusterSettings) -> AutoscalerOptions:
+        base = AutoscalerOptions.from_flink_conf(self.autoscaler, source="autoscaler")
+        return AutoscalerOptions.from_flink_conf(cluster.autoscaler, base, source=f"clusters[{cluster.name}]")
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, **overrides: Any) -> Settings:
+        """Read the YAML file (if any), then env vars; raise ConfigError naming every bad key."""
+        data: dict[str, Any] = {}
+        source = "defaults"
+        if path is not None:
+            source = str(path)
+            try:
+                loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+            except OSError as exc:
+                raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+            if loaded is None:
+                loaded = {}
+            if not isinstance(loaded, dict):
+                raise ConfigError(f"config file {path} must hold a mapping at the top level")
+            data = {k.replace("-", "_"): v for k, v in loaded.items()}
+        data.update(overrides)
+        try:
+            return cls(**data)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (in {source})") from exc
+        except ValidationError as exc:
+            nested = [e for e in exc.errors() if isinstance(e.get("ctx", {}).get("error"), ConfigError)]
+            if nested:
+                raise ConfigError(f"{nested[0]['ctx']['error']} (in {source})") from exc
+            raise ConfigError(_describe(exc, source, lambda loc: loc)) from exc
