@@ -1,0 +1,406 @@
+"""One tick's metrics for one job: a complete :class:`JobSample`, or an :class:`Unavailable` saying why.
+
+Never partial: scaling on half a picture is worse than skipping a tick. Only names that the names
+endpoint listed are ever queried (Flink answers ``[]`` as soon as one requested name is unknown), and
+names are cached per job until its vertex set changes, except for sources, whose ``pendingRecords``
+gauge appears lazily and is therefore re-listed every tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import structlog
+
+from autoscaler.flink.client import FlinkClient
+from autoscaler.flink.errors import FlinkError, FlinkHTTPError, FlinkUnreachable
+from autoscaler.flink.metric_names import FlinkMetric, matching, source_partitions
+from autoscaler.flink.models import AggregatedMetric, JobDetails
+from autoscaler.model import (
+    NAN,
+    JobSample,
+    JobTarget,
+    JobTopology,
+    TaskManagerSample,
+    Unavailable,
+    VertexSample,
+)
+from autoscaler.reasons import Reason
+from autoscaler.settings import BusyTimeAggregator
+
+__all__ = [
+    "VERTEX_AGGREGATES",
+    "MetricNameCache",
+    "collect",
+    "collect_taskmanagers",
+    "observed_true_processing_rate",
+]
+
+log = structlog.get_logger(__name__)
+
+FINISHED = "FINISHED"
+
+VERTEX_AGGREGATES: tuple[str, ...] = ("min", "max", "avg", "sum")
+TM_AGGREGATES: tuple[str, ...] = ("max", "avg")
+_TM_METRICS = (FlinkMetric.HEAP_MEMORY_USED, FlinkMetric.HEAP_MEMORY_MAX, FlinkMetric.CPU_LOAD)
+_T = TypeVar("_T")
+
+
+class MissingMetrics(Exception):
+    """A required metric is not (yet) reported; the tick is skipped as PARTIAL_METRICS."""
+
+
+class _NotRunning(Exception):
+    """The job is not (fully) running; no metrics are read."""
+
+
+@dataclass(slots=True)
+class _JobNames:
+    vertex_ids: frozenset[str]
+    by_vertex: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+class MetricNameCache:
+    """Listed metric names per job (until its vertex set changes) and the TaskManager query per cluster."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, _JobNames] = {}
+        self._tm: dict[str, tuple[str, ...]] = {}
+
+    def forget(self, job_key: str) -> None:
+        self._jobs.pop(job_key, None)
+
+    def vertex_names(self, job_key: str, vertex_ids: frozenset[str]) -> dict[str, tuple[str, ...]]:
+        """The cached names for the job, dropped first if its vertex set is no longer the cached one."""
+        entry = self._jobs.get(job_key)
+        if entry is None or entry.vertex_ids != vertex_ids:
+            if entry is not None:
+                log.debug("metric_names_cache_reset", job=job_key)
+            entry = self._jobs[job_key] = _JobNames(vertex_ids)
+        return dict(entry.by_vertex)
+
+    def store(self, job_key: str, vertex_id: str, names: Sequence[str]) -> None:
+        entry = self._jobs.get(job_key)
+        if entry is not None and vertex_id in entry.vertex_ids:
+            entry.by_vertex[vertex_id] = tuple(names)
+
+    def taskmanager_query(self, cluster: str) -> tuple[str, ...] | None:
+        return self._tm.get(cluster)
+
+    def store_taskmanager_query(self, cluster: str, names: Sequence[str]) -> None:
+        self._tm[cluster] = tuple(names)
+
+    def forget_taskmanagers(self, cluster: str) -> None:
+        self._tm.pop(cluster, None)
+
+
+# --------------------------------------------------------------------------------------------- formulas
+def observed_true_processing_rate(
+    in_per_s: float, lag: float, backpressured_ms_per_s: float, lag_threshold_s: float
+) -> float:
+    """What a source really processes, measured only while it catches up (reference ``OBSERVED_TPR``).
+
+    No input means no measurable limit (+inf, which allows scaling down). While the backlog is at least
+    ``lag_threshold_s`` seconds of input, the source runs flat out except while back-pressured, so the
+    rate divided by the unpressured fraction of time is its capacity. Otherwise it is not measured.
+    """
+    if math.isnan(in_per_s):
+        return NAN
+    if in_per_s == 0:
+        return math.inf
+    if math.isnan(lag) or lag < lag_threshold_s * in_per_s:
+        return NAN
+    if math.isnan(backpressured_ms_per_s) or backpressured_ms_per_s >= 1000.0:
+        return NAN
+    return in_per_s / (1.0 - backpressured_ms_per_s / 1000.0)
+
+
+# --------------------------------------------------------------------------------------------- TaskManagers
+async def collect_taskmanagers(client: FlinkClient, cache: MetricNameCache) -> TaskManagerSample:
+    """Cluster-wide TaskManager metrics; all NaN when they cannot be read (they only refine decisions)."""
+    try:
+        names = cache.taskmanager_query(client.cluster)
+        if names is None:
+            listed = await client.taskmanager_metric_names()
+            wanted = [*_TM_METRICS, FlinkMetric.TOTAL_GC_TIME_PER_SEC]
+            names = tuple(n for metric in wanted for n in matching(metric, listed)[:1])
+            if names:
+                cache.store_taskmanager_query(client.cluster, names)
+        values = await client.taskmanager_metrics(names, TM_AGGREGATES) if names else {}
+    except FlinkError as err:
+        log.warning("taskmanager_metrics_failed", cluster=client.cluster, error=str(err))
+        return TaskManagerSample()
+    if not values:
+        # No TaskManager registered, or a listed name vanished: choose the names afresh next tick.
+        cache.forget_taskmanagers(client.cluster)
+        log.warning("taskmanager_metrics_empty", cluster=client.cluster)
+        return TaskManagerSample()
+    return TaskManagerSample(
+        gc_time_ms_per_s=_agg(values, FlinkMetric.TOTAL_GC_TIME_PER_SEC, "max"),
+        heap_used=_agg(values, FlinkMetric.HEAP_MEMORY_USED, "max"),
+        heap_max=_agg(values, FlinkMetric.HEAP_MEMORY_MAX, "max"),
+        cpu_load_avg=_agg(values, FlinkMetric.CPU_LOAD, "avg"),
+    )
+
+
+def _agg(values: Mapping[str, AggregatedMetric], metric: FlinkMetric, agg: str) -> float:
+    found = [getattr(m, agg) for name, m in values.items() if metric.matches(name)]
+    return float(found[0]) if found else NAN
+
+
+# --------------------------------------------------------------------------------------------- jobs
+async def collect(
+    client: FlinkClient,
+    target: JobTarget,
+    now_ms: int,
+    cache: MetricNameCache,
+    taskmanagers: TaskManagerSample,
+) -> JobSample | Unavailable:
+    """Never raises: every failure becomes an Unavailable with a reason and a readable detail."""
+    try:
+        return await _collect(client, target, now_ms, cache, taskmanagers)
+    except _NotRunning as err:
+        return Unavailable(target, Reason.NOT_RUNNING, str(err))
+    except MissingMetrics as err:
+        log.info("metrics_partial", job=target.job.key, detail=str(err))
+        return Unavailable(target, Reason.PARTIAL_METRICS, str(err))
+    except FlinkUnreachable as err:
+        return Unavailable(target, Reason.CLUSTER_UNREACHABLE, str(err))
+    except FlinkError as err:
+        log.warning("metrics_failed", job=target.job.key, error=str(err))
+        return Unavailable(target, Reason.PARTIAL_METRICS, str(err))
+    except Exception as err:  # a bug must not stop the other jobs' ticks
+        log.exception("collect_failed", job=target.job.key)
+        return Unavailable(target, Reason.AUTOSCALER_ERROR, f"{type(err).__name__}: {err}")
+
+
+async def _collect(
+    client: FlinkClient,
+    target: JobTarget,
+    now_ms: int,
+    cache: MetricNameCache,
+    taskmanagers: TaskManagerSample,
+) -> JobSample:
+    job = target.job
+    details = await _job_details(client, job.job_id)
+    _require_running(details)
+    topology = details.topology()
+    live = [v.id for v in topology if v.status != FINISHED]
+    names = await _vertex_names(client, job.job_id, job.key, topology, live, cache)
+    queries = {vid: _VertexQuery.plan(topology, vid, names[vid]) for vid in live}
+    answers = await _gather(
+        {
+            vid: client.vertex_metrics(job.job_id, vid, q.names, VERTEX_AGGREGATES)
+            for vid, q in queries.items()
+        }
+    )
+    # A finished vertex has no running subtasks to report; like the reference, it counts as idle.
+    vertices = {v.id: _finished_sample(details, v.id) for v in topology if v.status == FINISHED}
+    for vid, query in queries.items():
+        try:
+            query.check_answer(answers[vid])
+        except MissingMetrics:
+            cache.forget(job.key)  # an answer without listed names: re-list next tick
+            raise
+        vertices[vid] = query.sample(answers[vid], details, target)
+    partitions = {
+        vid: n for vid in live if topology.is_source(vid) and (n := source_partitions(names[vid])) > 0
+    }
+    return JobSample(
+        target=target,
+        ts_ms=now_ms,
+        running_since_ms=details.running_since_ms,
+        topology=topology,
+        vertices={vid: vertices[vid] for vid in topology.vertices},
+        taskmanagers=taskmanagers,
+        num_source_partitions=partitions,
+    )
+
+
+async def _job_details(client: FlinkClient, job_id: str) -> JobDetails:
+    try:
+        return await client.job_details(job_id)
+    except FlinkHTTPError as err:
+        if err.status == 404:
+            raise _NotRunning(f"job {job_id} is gone: {err}") from err
+        raise
+
+
+def _require_running(details: JobDetails) -> None:
+    if details.state != "RUNNING":
+        raise _NotRunning(f"job {details.name} ({details.jid}) is {details.state}")
+    if not details.all_tasks_running:
+        pending = ", ".join(
+            f"{v.name} ({v.status})" for v in details.vertices if v.status not in ("RUNNING", FINISHED)
+        )
+        raise _NotRunning(f"job {details.name} ({details.jid}) is RUNNING but not all tasks are: {pending}")
+
+
+def _finished_sample(details: JobDetails, vid: str) -> VertexSample:
+    io = details.vertex_io(vid)
+    return VertexSample(
+        busy_time_ms_per_s=0.0,
+        backpressured_ms_per_s=0.0,
+        num_records_in=io.read_records,
+        num_records_out=io.write_records,
+        accumulated_busy_time_ms=io.accumulated_busy_time_ms,
+        num_records_in_per_s=0.0,
+        pending_records=0.0 if details.topology().is_source(vid) else NAN,
+    )
+
+
+async def _vertex_names(
+    client: FlinkClient,
+    job_id: str,
+    job_key: str,
+    topology: JobTopology,
+    live: Sequence[str],
+    cache: MetricNameCache,
+) -> dict[str, tuple[str, ...]]:
+    cached = cache.vertex_names(job_key, frozenset(topology.vertices))
+    to_list = [vid for vid in live if topology.is_source(vid) or vid not in cached]
+    listed = await _gather({vid: client.vertex_metric_names(job_id, vid) for vid in to_list})
+    names = {**cached, **{vid: tuple(n) for vid, n in listed.items()}}
+    for vid in to_list:
+        # Only a listing with the required names is worth keeping (the first listing can be empty).
+        if not topology.is_source(vid) and matching(FlinkMetric.BUSY_TIME_PER_SEC, names[vid]):
+            cache.store(job_key, vid, names[vid])
+    return names
+
+
+async def _gather(calls: Mapping[str, Awaitable[_T]]) -> dict[str, _T]:
+    """Run all calls; re-raise the first failure only after every call has finished."""
+    results = await asyncio.gather(*calls.values(), return_exceptions=True)
+    out: dict[str, _T] = {}
+    for key, result in zip(calls, results, strict=True):
+        if isinstance(result, BaseException):
+            raise result
+        out[key] = result
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _VertexQuery:
+    """Which listed names to ask for one vertex, and how to read the answer."""
+
+    vertex_id: str
+    vertex_name: str
+    is_source: bool
+    busy: str
+    backpressure: str | None
+    in_per_s: tuple[str, ...]  # sources: Source__*.numRecordsInPerSecond; others: numRecordsInPerSecond
+    records_in: tuple[str, ...]  # sources: Source__*.numRecordsIn
+    records_out: tuple[str, ...]  # sources: Source__*.numRecordsOut
+    pending: tuple[str, ...]  # sources: every *.pendingRecords
+
+    @classmethod
+    def plan(cls, topology: JobTopology, vid: str, listed: Sequence[str]) -> _VertexQuery:
+        vertex = topology.vertices[vid]
+        source = topology.is_source(vid)
+        busy = matching(FlinkMetric.BUSY_TIME_PER_SEC, listed)
+        backpressure = matching(FlinkMetric.BACKPRESSURE_TIME_PER_SEC, listed)
+        if not busy:
+            raise MissingMetrics(_missing(vertex.name, vid, "busyTimeMsPerSecond"))
+        if source and not backpressure:
+            raise MissingMetrics(_missing(vertex.name, vid, "backPressuredTimeMsPerSecond"))
+        if source:
+            in_per_s = matching(FlinkMetric.SOURCE_TASK_NUM_RECORDS_IN_PER_SEC, listed)
+            records_in = matching(FlinkMetric.SOURCE_TASK_NUM_RECORDS_IN, listed)
+            records_out = matching(FlinkMetric.SOURCE_TASK_NUM_RECORDS_OUT, listed)
+            pending = matching(FlinkMetric.PENDING_RECORDS, listed)
+        else:
+            in_per_s = matching(FlinkMetric.NUM_RECORDS_IN_PER_SEC, listed)
+            records_in = records_out = pending = []
+        return cls(
+            vertex_id=vid,
+            vertex_name=vertex.name,
+            is_source=source,
+            busy=busy[0],
+            backpressure=backpressure[0] if backpressure else None,
+            in_per_s=tuple(in_per_s),
+            records_in=tuple(records_in),
+            records_out=tuple(records_out),
+            pending=tuple(pending),
+        )
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        optional = (self.backpressure,) if self.backpressure else ()
+        every = (self.busy, *optional, *self.in_per_s, *self.records_in, *self.records_out, *self.pending)
+        return tuple(dict.fromkeys(every))
+
+    def check_answer(self, answer: Mapping[str, AggregatedMetric]) -> None:
+        """The lazy metric fetcher can answer ``[]`` (or miss names) right after a (re)start."""
+        if self.busy not in answer:
+            raise MissingMetrics(_missing(self.vertex_name, self.vertex_id, self.busy))
+        if self.is_source and self.backpressure not in answer:
+            raise MissingMetrics(_missing(self.vertex_name, self.vertex_id, "backPressuredTimeMsPerSecond"))
+
+    def sample(
+        self, answer: Mapping[str, AggregatedMetric], details: JobDetails, target: JobTarget
+    ) -> VertexSample:
+        io = details.vertex_io(self.vertex_id)
+        busy = _by_aggregator(answer[self.busy], target.options.busy_time_aggregator)
+        backpressure = answer[self.backpressure].avg if self.backpressure in answer else NAN
+        in_per_s = _sum(answer, self.in_per_s)
+        if not self.is_source:
+            return VertexSample(
+                busy_time_ms_per_s=busy,
+                backpressured_ms_per_s=backpressure,
+                num_records_in=io.read_records,
+                num_records_out=io.write_records,
+                accumulated_busy_time_ms=io.accumulated_busy_time_ms,
+                num_records_in_per_s=in_per_s,
+            )
+        lag = self._lag(answer)
+        return VertexSample(
+            busy_time_ms_per_s=busy,
+            backpressured_ms_per_s=backpressure,
+            num_records_in=self._source_records_in(io.read_records, answer),
+            num_records_out=io.write_records,
+            accumulated_busy_time_ms=io.accumulated_busy_time_ms,
+            num_records_in_per_s=in_per_s,
+            pending_records=lag,
+            observed_tpr=observed_true_processing_rate(
+                in_per_s, lag, backpressure, target.options.observed_tpr_lag_threshold.total_seconds()
+            ),
+        )
+
+    def _source_records_in(self, read_records: float, answer: Mapping[str, AggregatedMetric]) -> float:
+        """A source reads from outside Flink, so ``read-records`` is 0; its operator counter tells."""
+        if read_records != 0:
+            return read_records
+        if self.records_in:
+            return _sum(answer, self.records_in)
+        if self.records_out:
+            return _sum(answer, self.records_out)
+        return NAN
+
+    def _lag(self, answer: Mapping[str, AggregatedMetric]) -> float:
+        if not self.pending:
+            # As the reference does: a source without the gauge is taken as having no backlog.
+            log.debug("source_without_pending_records", vertex=self.vertex_name, vertex_id=self.vertex_id)
+            return 0.0
+        return _sum(answer, self.pending)
+
+
+def _by_aggregator(metric: AggregatedMetric, aggregator: BusyTimeAggregator) -> float:
+    if aggregator is BusyTimeAggregator.AVG:
+        return metric.avg
+    if aggregator is BusyTimeAggregator.MIN:
+        return metric.min
+    return metric.max
+
+
+def _sum(answer: Mapping[str, AggregatedMetric], names: Iterable[str]) -> float:
+    """Sum of the ``sum`` aggregates; NaN if nothing to sum or any part is NaN or missing."""
+    parts = [answer[n].sum if n in answer else NAN for n in names]
+    return math.fsum(parts) if parts and not any(math.isnan(p) for p in parts) else NAN
+
+
+def _missing(vertex_name: str, vid: str, metric: str) -> str:
+    return f"vertex {vertex_name} ({vid}): no {metric} yet"

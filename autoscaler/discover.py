@@ -1,0 +1,153 @@
+"""Which jobs of a cluster to autoscale this tick, each with its effective options.
+
+Options are layered as in the reference's standalone daemon: the daemon's and the cluster's
+``job.autoscaler.*`` keys, then the job's own configuration as the JobManager reports it. A bad job
+configuration or a failed per-job fetch costs that job only, never the cluster's other jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from autoscaler.flink.client import FlinkClient
+from autoscaler.flink.errors import FlinkError
+from autoscaler.flink.models import JobOverview
+from autoscaler.model import JobRef, JobTarget
+from autoscaler.settings import (
+    KEY_PREFIX,
+    LEGACY_KEY_PREFIX,
+    AutoscalerOptions,
+    ClusterSettings,
+    ConfigError,
+    flatten_keys,
+)
+
+__all__ = ["Discovery", "discover"]
+
+log = structlog.get_logger(__name__)
+
+STREAMING = "STREAMING"
+RUNNING = "RUNNING"
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """One cluster's jobs sorted by what the daemon does with them this tick."""
+
+    cluster: str
+    targets: tuple[JobTarget, ...]  # jobs to autoscale this tick
+    not_running: tuple[JobRef, ...]  # RUNNING, but not every task is running or finished
+    disabled: tuple[JobRef, ...]  # job.autoscaler.enabled is false for them
+    invalid: tuple[tuple[JobRef, str], ...]  # (job, why): config invalid or not fetchable; job skipped
+
+
+async def discover(
+    client: FlinkClient, cluster: ClusterSettings, base_options: AutoscalerOptions
+) -> Discovery:
+    """List the cluster's running streaming jobs and resolve their options.
+
+    Raises the FlinkError of ``/jobs/overview``: a cluster that cannot be listed is the daemon's to handle.
+    """
+    jobs = await client.jobs_overview()
+    # Re-applying the cluster keys is harmless if base_options already holds them, and right if not.
+    cluster_options = AutoscalerOptions.from_flink_conf(
+        cluster.autoscaler, base_options, source=f"clusters[{cluster.name}].autoscaler"
+    )
+    streaming = [j for j in jobs if j.state == RUNNING and _is_streaming(j)]
+    ambiguous = _duplicate_names(streaming)
+    not_running: list[JobRef] = []
+    candidates: list[JobOverview] = []
+    invalid: list[tuple[JobRef, str]] = []
+    for job in streaming:
+        ref = JobRef(cluster=cluster.name, job_id=job.jid, name=job.name)
+        if job.name in ambiguous:
+            invalid.append(
+                (ref, f"{ambiguous[job.name]} running jobs are named {job.name!r}; job names must be unique")
+            )
+        elif job.effective_running:
+            candidates.append(job)
+        else:
+            not_running.append(ref)
+    confs = await asyncio.gather(*(_job_configuration(client, job) for job in candidates))
+
+    targets: list[JobTarget] = []
+    disabled: list[JobRef] = []
+    for job, conf in zip(candidates, confs, strict=True):
+        ref = JobRef(cluster=cluster.name, job_id=job.jid, name=job.name)
+        if isinstance(conf, FlinkError):
+            invalid.append((ref, f"cannot read the job configuration: {conf}"))
+            continue
+        try:
+            options = AutoscalerOptions.from_flink_conf(
+                conf, cluster_options, source=f"job {job.name} ({job.jid})"
+            )
+        except ConfigError as err:
+            if _enabled_only(conf, cluster_options) is False:
+                disabled.append(ref)
+                continue
+            log.warning(
+                "job_config_invalid", cluster=cluster.name, job=ref.key, job_id=job.jid, error=str(err)
+            )
+            invalid.append((ref, str(err)))
+            continue
+        if options.enabled:
+            targets.append(JobTarget(job=ref, options=options, state=job.state))
+        else:
+            disabled.append(ref)
+    log.debug(
+        "jobs_discovered",
+        cluster=cluster.name,
+        targets=len(targets),
+        not_running=len(not_running),
+        disabled=len(disabled),
+        invalid=len(invalid),
+    )
+    return Discovery(
+        cluster=cluster.name,
+        targets=tuple(targets),
+        not_running=tuple(not_running),
+        disabled=tuple(disabled),
+        invalid=tuple(invalid),
+    )
+
+
+def _is_streaming(job: JobOverview) -> bool:
+    """Flink before 1.20 does not report the job type; such jobs are taken as streaming."""
+    return job.job_type is None or job.job_type.upper() == STREAMING
+
+
+def _duplicate_names(jobs: list[JobOverview]) -> dict[str, int]:
+    """Job names shared by several running jobs: the job key (cluster/name) would mix their state."""
+    counts = Counter(j.name for j in jobs)
+    return {name: n for name, n in counts.items() if n > 1}
+
+
+async def _job_configuration(client: FlinkClient, job: JobOverview) -> dict[str, str] | FlinkError:
+    try:
+        return await client.job_configuration(job.jid)
+    except FlinkError as err:
+        log.warning(
+            "job_config_fetch_failed", cluster=client.cluster, job_id=job.jid, job=job.name, error=str(err)
+        )
+        return err
+
+
+def _enabled_only(conf: Mapping[str, Any], base: AutoscalerOptions) -> bool | None:
+    """The job's ``enabled`` switch alone, so a disabled job with other bad keys is not reported."""
+    keys = AutoscalerOptions.option_keys()
+    switch = {
+        key: value
+        for key, value in flatten_keys(conf).items()
+        for prefix in (LEGACY_KEY_PREFIX, KEY_PREFIX)
+        if key.startswith(prefix) and keys.get(key[len(prefix) :]) == "enabled"
+    }
+    try:
+        return AutoscalerOptions.from_flink_conf(switch, base).enabled
+    except ConfigError:
+        return None

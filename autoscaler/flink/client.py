@@ -1,0 +1,441 @@
+"""Async client for the Flink REST API: one method per endpoint, typed answers, one error family.
+
+Every failure surfaces as a :class:`~autoscaler.flink.errors.FlinkError` naming the cluster, URL and
+endpoint. GETs are retried once on a transport error (a JobManager behind a load balancer drops idle
+connections); HTTP errors are answers, not glitches, and are never retried. A semaphore keeps the
+daemon from flooding one JobManager when it queries many vertices at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import ssl
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+import structlog
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from autoscaler.flink.errors import FlinkBadPayload, FlinkError, FlinkHTTPError, FlinkUnreachable
+from autoscaler.flink.models import (
+    AggregatedMetric,
+    CheckpointStats,
+    ClusterOverview,
+    DashboardConfig,
+    ExecutionConfig,
+    JobDetails,
+    JobOverview,
+    JobPlan,
+    MetricId,
+    MetricValue,
+    ParallelismBounds,
+    TaskManagerInfo,
+    VertexDetails,
+    VertexRequirement,
+)
+from autoscaler.settings import ClusterSettings, ConfigError
+
+__all__ = ["DEFAULT_AGGREGATES", "FlinkClient"]
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_AGGREGATES: tuple[str, ...] = ("min", "max", "avg", "sum")
+_T = TypeVar("_T")
+_M = TypeVar("_M", bound=BaseModel)
+
+_NAMES = TypeAdapter(list[MetricId])
+_VALUES = TypeAdapter(list[MetricValue])
+_AGGREGATED = TypeAdapter(list[AggregatedMetric])
+_KEY_VALUES = TypeAdapter(list[dict[str, Any]])
+_REQUIREMENTS = TypeAdapter(dict[str, VertexRequirement])
+
+
+class _JobsOverview(BaseModel):
+    jobs: list[JobOverview]
+
+
+class _TaskManagers(BaseModel):
+    taskmanagers: list[TaskManagerInfo]
+
+
+class FlinkClient:
+    """One Flink cluster's REST endpoint."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        cluster: str,
+        headers: Mapping[str, str] | None = None,
+        verify: bool | str = True,
+        cert: str | tuple[str, str] | None = None,
+        timeout_s: float = 10.0,
+        max_concurrency: int = 8,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be >= 1")
+        self.cluster = cluster
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._limit = asyncio.Semaphore(max_concurrency)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers={"Accept": "application/json", **dict(headers or {})},
+            verify=_tls_context(cluster, verify, cert),
+            timeout=httpx.Timeout(timeout_s),
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    @classmethod
+    def from_settings(
+        cls,
+        cluster: ClusterSettings,
+        default_timeout: timedelta,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> FlinkClient:
+        """The client for a configured cluster; ``default_timeout`` applies when the cluster sets none."""
+        verify: bool | str = cluster.verify_tls
+        if cluster.verify_tls and cluster.ca_file is not None:
+            verify = str(cluster.ca_file)
+        cert: str | tuple[str, str] | None = None
+        if cluster.client_key is not None and cluster.client_cert is None:
+            raise ConfigError(f"clusters[{cluster.name}]: client_key needs client_cert")
+        if cluster.client_cert is not None:
+            cert = (
+                (str(cluster.client_cert), str(cluster.client_key))
+                if cluster.client_key is not None
+                else str(cluster.client_cert)
+            )
+        timeout = cluster.request_timeout if cluster.request_timeout is not None else default_timeout
+        return cls(
+            cluster.rest_url,
+            cluster=cluster.name,
+            headers=cluster.headers,
+            verify=verify,
+            cert=cert,
+            timeout_s=timeout.total_seconds(),
+            max_concurrency=cluster.max_concurrency,
+            transport=transport,
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> FlinkClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"FlinkClient(cluster={self.cluster!r}, base_url={self.base_url!r})"
+
+    # ----------------------------------------------------------------------------------- cluster
+    async def overview(self) -> ClusterOverview:
+        """``GET /overview``."""
+        return self._model(ClusterOverview, await self._get("/overview"), "GET", "/overview")
+
+    async def config(self) -> DashboardConfig:
+        """``GET /config`` (Flink version and the REST cache's refresh interval)."""
+        return self._model(DashboardConfig, await self._get("/config"), "GET", "/config")
+
+    async def jobmanager_config(self) -> dict[str, str]:
+        """``GET /jobmanager/config``: the cluster configuration as flat keys."""
+        return self._key_values(await self._get("/jobmanager/config"), "GET", "/jobmanager/config")
+
+    async def taskmanagers(self) -> list[TaskManagerInfo]:
+        """``GET /taskmanagers``."""
+        payload = await self._get("/taskmanagers")
+        return self._model(_TaskManagers, payload, "GET", "/taskmanagers").taskmanagers
+
+    async def taskmanager(self, tm_id: str) -> TaskManagerInfo:
+        """``GET /taskmanagers/:id``."""
+        path = f"/taskmanagers/{tm_id}"
+        return self._model(TaskManagerInfo, await self._get(path), "GET", path)
+
+    # ----------------------------------------------------------------------------------- jobs
+    async def jobs_overview(self) -> list[JobOverview]:
+        """``GET /jobs/overview``."""
+        return self._model(_JobsOverview, await self._get("/jobs/overview"), "GET", "/jobs/overview").jobs
+
+    async def job_details(self, job_id: str) -> JobDetails:
+        """``GET /jobs/:id``: state, vertices, IO counters and plan (topology validated here)."""
+        path = f"/jobs/{job_id}"
+        return self._model(JobDetails, await self._get(path), "GET", path)
+
+    async def job_plan(self, job_id: str) -> JobPlan:
+        """``GET /jobs/:id/plan``."""
+        path = f"/jobs/{job_id}/plan"
+        return self._model(JobPlan, await self._get(path), "GET", path)
+
+    async def job_configuration(self, job_id: str) -> dict[str, str]:
+        """``GET /jobs/:id/jobmanager/config``: the job's effective configuration; {} on HTTP 404."""
+        path = f"/jobs/{job_id}/jobmanager/config"
+        try:
+            payload = await self._get(path)
+        except FlinkHTTPError as err:
+            if err.status == 404:
+                log.debug("flink_job_configuration_missing", cluster=self.cluster, job_id=job_id)
+                return {}
+            raise
+        return self._key_values(payload, "GET", path)
+
+    async def job_execution_config(self, job_id: str) -> ExecutionConfig:
+        """``GET /jobs/:id/config``."""
+        path = f"/jobs/{job_id}/config"
+        return self._model(ExecutionConfig, await self._get(path), "GET", path)
+
+    async def vertex_details(self, job_id: str, vertex_id: str) -> VertexDetails:
+        """``GET /jobs/:id/vertices/:vid``."""
+        path = f"/jobs/{job_id}/vertices/{vertex_id}"
+        return self._model(VertexDetails, await self._get(path), "GET", path)
+
+    async def checkpoints(self, job_id: str) -> CheckpointStats:
+        """``GET /jobs/:id/checkpoints``."""
+        path = f"/jobs/{job_id}/checkpoints"
+        return self._model(CheckpointStats, await self._get(path), "GET", path)
+
+    # ----------------------------------------------------------------------------------- metrics
+    async def vertex_metric_names(self, job_id: str, vertex_id: str) -> list[str]:
+        """``GET /jobs/:id/vertices/:vid/subtasks/metrics``: names aggregatable over subtasks."""
+        return await self._metric_names(f"/jobs/{job_id}/vertices/{vertex_id}/subtasks/metrics")
+
+    async def vertex_metrics(
+        self,
+        job_id: str,
+        vertex_id: str,
+        names: Sequence[str],
+        aggs: Sequence[str] = DEFAULT_AGGREGATES,
+    ) -> dict[str, AggregatedMetric]:
+        """Aggregated subtask metrics; {} when Flink knows any one name not (it then answers ``[]``)."""
+        path = f"/jobs/{job_id}/vertices/{vertex_id}/subtasks/metrics"
+        return await self._aggregated(path, names, aggs)
+
+    async def subtask_metric_names(self, job_id: str, vertex_id: str) -> list[str]:
+        """``GET /jobs/:id/vertices/:vid/metrics``: per-subtask names, prefixed ``<subtask>.``."""
+        return await self._metric_names(f"/jobs/{job_id}/vertices/{vertex_id}/metrics")
+
+    async def subtask_metrics(self, job_id: str, vertex_id: str, names: Sequence[str]) -> dict[str, float]:
+        """``GET /jobs/:id/vertices/:vid/metrics?get=<subtask>.<name>,...``."""
+        return await self._values(f"/jobs/{job_id}/vertices/{vertex_id}/metrics", names)
+
+    async def job_metric_names(self, job_id: str) -> list[str]:
+        """``GET /jobs/:id/metrics``."""
+        return await self._metric_names(f"/jobs/{job_id}/metrics")
+
+    async def job_metrics(self, job_id: str, names: Sequence[str]) -> dict[str, float]:
+        """``GET /jobs/:id/metrics?get=...`` (e.g. numRescales, to confirm a rescale)."""
+        return await self._values(f"/jobs/{job_id}/metrics", names)
+
+    async def taskmanager_metric_names(self, tm_id: str | None = None) -> list[str]:
+        """``GET /taskmanagers/metrics`` (aggregatable over TaskManagers), or one TaskManager's names."""
+        path = f"/taskmanagers/{tm_id}/metrics" if tm_id else "/taskmanagers/metrics"
+        return await self._metric_names(path)
+
+    async def taskmanager_metrics(
+        self, names: Sequence[str], aggs: Sequence[str] = DEFAULT_AGGREGATES
+    ) -> dict[str, AggregatedMetric]:
+        """Metrics aggregated over all TaskManagers; {} when any one name is unknown."""
+        return await self._aggregated("/taskmanagers/metrics", names, aggs)
+
+    async def jobmanager_metric_names(self) -> list[str]:
+        """``GET /jobmanager/metrics``."""
+        return await self._metric_names("/jobmanager/metrics")
+
+    async def jobmanager_metrics(self, names: Sequence[str]) -> dict[str, float]:
+        """``GET /jobmanager/metrics?get=...``; Flink sends the values as strings."""
+        return await self._values("/jobmanager/metrics", names)
+
+    # ----------------------------------------------------------------------------------- rescaling
+    async def resource_requirements(self, job_id: str) -> dict[str, ParallelismBounds]:
+        """``GET /jobs/:id/resource-requirements`` (echoes the request, not the actual parallelism)."""
+        path = f"/jobs/{job_id}/resource-requirements"
+        parsed = self._parse(_REQUIREMENTS, await self._get(path), "GET", path)
+        try:
+            return {vid: req.bounds() for vid, req in parsed.items()}
+        except ValueError as exc:
+            raise self._bad("GET", path, str(exc)) from exc
+
+    async def set_resource_requirements(
+        self, job_id: str, requirements: Mapping[str, ParallelismBounds]
+    ) -> None:
+        """``PUT /jobs/:id/resource-requirements``. Flink accepts only a body naming every vertex."""
+        path = f"/jobs/{job_id}/resource-requirements"
+        body = {vid: bounds.to_json() for vid, bounds in requirements.items()}
+        await self._request("PUT", path, json_body=body, parse=False)
+        log.info(
+            "flink_resource_requirements_set",
+            cluster=self.cluster,
+            job_id=job_id,
+            upper_bounds={vid: b.upper for vid, b in requirements.items()},
+        )
+
+    # ----------------------------------------------------------------------------------- plumbing
+    async def _metric_names(self, path: str) -> list[str]:
+        return [m.id for m in self._parse(_NAMES, await self._get(path), "GET", path)]
+
+    async def _aggregated(
+        self, path: str, names: Sequence[str], aggs: Sequence[str]
+    ) -> dict[str, AggregatedMetric]:
+        if not names:  # without get= Flink lists the names instead: a different answer entirely
+            return {}
+        params = {"get": ",".join(names), "agg": ",".join(aggs)}
+        metrics = self._parse(_AGGREGATED, await self._get(path, params), "GET", path)
+        return {m.id: m for m in metrics}
+
+    async def _values(self, path: str, names: Sequence[str]) -> dict[str, float]:
+        if not names:
+            return {}
+        values = self._parse(_VALUES, await self._get(path, {"get": ",".join(names)}), "GET", path)
+        return {v.id: v.value for v in values}
+
+    def _key_values(self, payload: Any, method: str, path: str) -> dict[str, str]:
+        rows = self._parse(_KEY_VALUES, payload, method, path)
+        try:
+            return {str(row["key"]): "" if row.get("value") is None else str(row["value"]) for row in rows}
+        except KeyError as exc:
+            raise self._bad(method, path, f"config entry without {exc.args[0]!r}") from exc
+
+    async def _get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
+        return await self._request("GET", path, params=params)
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        json_body: Any = None,
+        parse: bool = True,
+    ) -> Any:
+        async with self._limit:
+            response = await self._send(method, path, params, json_body)
+        if not response.is_success:
+            messages = _error_messages(response)
+            log.debug(
+                "flink_http_error",
+                cluster=self.cluster,
+                method=method,
+                path=path,
+                status=response.status_code,
+                error=messages[0] if messages else None,
+            )
+            raise FlinkHTTPError(
+                response.status_code,
+                messages,
+                cluster=self.cluster,
+                base_url=self.base_url,
+                method=method,
+                endpoint=path,
+            )
+        if not parse:
+            return None
+        try:
+            return json.loads(response.content)
+        except ValueError as exc:
+            raise self._bad(method, path, f"invalid JSON ({exc}): {_snippet(response.text)}") from exc
+
+    async def _send(
+        self, method: str, path: str, params: Mapping[str, str] | None, json_body: Any
+    ) -> httpx.Response:
+        retries = 1 if method == "GET" else 0
+        while True:
+            try:
+                return await self._http.request(method, path, params=params, json=json_body)
+            except httpx.TransportError as exc:
+                detail = _describe_transport_error(exc, self.timeout_s)
+                if retries > 0:
+                    retries -= 1
+                    log.info("flink_request_retry", cluster=self.cluster, path=path, error=detail)
+                    continue
+                log.debug("flink_unreachable", cluster=self.cluster, method=method, path=path, error=detail)
+                raise self._error(FlinkUnreachable, method, path, detail) from exc
+            except httpx.HTTPError as exc:
+                raise self._bad(method, path, f"{type(exc).__name__}: {exc}") from exc
+
+    def _model(self, model: type[_M], payload: Any, method: str, path: str) -> _M:
+        try:
+            return model.model_validate(payload)
+        except ValidationError as exc:
+            raise self._bad(method, path, _describe_validation(exc)) from exc
+
+    def _parse(self, adapter: TypeAdapter[_T], payload: Any, method: str, path: str) -> _T:
+        try:
+            return adapter.validate_python(payload)
+        except ValidationError as exc:
+            raise self._bad(method, path, _describe_validation(exc)) from exc
+
+    def _bad(self, method: str, path: str, detail: str) -> FlinkBadPayload:
+        log.debug("flink_bad_payload", cluster=self.cluster, method=method, path=path, error=detail)
+        return self._error(FlinkBadPayload, method, path, detail)
+
+    def _error(self, kind: type[FlinkError], method: str, path: str, detail: str) -> FlinkError:
+        return kind(detail, cluster=self.cluster, base_url=self.base_url, method=method, endpoint=path)
+
+
+def _tls_context(
+    cluster: str, verify: bool | str, cert: str | tuple[str, str] | None
+) -> ssl.SSLContext | bool:
+    """An SSLContext when a CA path or a client certificate is given (httpx 0.28 deprecates passing paths)."""
+    if cert is None and not isinstance(verify, str):
+        return verify
+    try:
+        if isinstance(verify, str):
+            ctx = (
+                ssl.create_default_context(capath=verify)
+                if os.path.isdir(verify)
+                else ssl.create_default_context(cafile=verify)
+            )
+        else:
+            ctx = httpx.create_ssl_context(verify=verify)
+        if isinstance(cert, tuple):
+            ctx.load_cert_chain(certfile=cert[0], keyfile=cert[1])
+        elif cert is not None:
+            ctx.load_cert_chain(certfile=cert)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"cluster {cluster!r}: cannot load TLS files: {exc}") from exc
+    return ctx
+
+
+def _describe_transport_error(exc: httpx.TransportError, timeout_s: float) -> str:
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timed out after {timeout_s:g}s ({type(exc).__name__})"
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _error_messages(response: httpx.Response) -> list[str]:
+    """First line of each item of Flink's ``{"errors": [...]}`` (the rest is a Java stack trace)."""
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("errors"), list):
+        lines = [str(item).strip().splitlines() for item in body["errors"]]
+        return [first[0].strip() for first in lines if first]
+    text = _snippet(response.text)
+    return [text] if text else [response.reason_phrase] if response.reason_phrase else []
+
+
+def _snippet(text: str, limit: int = 200) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first if len(first) <= limit else first[:limit] + "..."
+
+
+def _describe_validation(exc: ValidationError) -> str:
+    errors = exc.errors(include_url=False)
+    shown = []
+    for err in errors[:3]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        shown.append(f"{loc}: {err['msg']}")
+    more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
+    return "unexpected payload: " + "; ".join(shown) + more
