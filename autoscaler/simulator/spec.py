@@ -1,0 +1,211 @@
+"""What a simulated cluster and its jobs look like: pydantic models, so scenarios load from YAML too.
+
+A job is a DAG of vertices, each with a fixed capacity per subtask (records/s one subtask can process),
+fed by one offered input rate (``RateSchedule``) that every source vertex receives in full.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+__all__ = [
+    "Constant",
+    "RateSchedule",
+    "ShipStrategy",
+    "SimClusterSpec",
+    "SimEdgeSpec",
+    "SimJobSpec",
+    "SimVertexSpec",
+    "Sine",
+    "Steps",
+    "stable_hex_id",
+]
+
+ShipStrategy = Literal["FORWARD", "REBALANCE", "HASH", "RESCALE", "BROADCAST"]
+_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+
+
+def stable_hex_id(*parts: str) -> str:
+    """A 32-hex id derived only from ``parts``: a resubmitted job keeps its vertex ids, like in Flink."""
+    return hashlib.blake2b("\x00".join(parts).encode("utf-8"), digest_size=16).hexdigest()
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Constant(_Spec):
+    """The same offered rate forever. ``Constant(2000)`` or ``{rate: 2000}`` in YAML."""
+
+    kind: Literal["constant"] = "constant"
+    rate: float = Field(ge=0)
+
+    def __init__(self, rate: float | None = None, /, **data: Any) -> None:
+        if rate is not None:
+            data["rate"] = rate
+        super().__init__(**data)
+
+    def rate_at(self, t_s: float) -> float:
+        return self.rate
+
+
+class Steps(_Spec):
+    """Piecewise-constant rate: ``steps=[(at_s, rate), ...]``, offsets from submission; 0 before the first."""
+
+    kind: Literal["steps"] = "steps"
+    steps: tuple[tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)]], ...] = Field(
+        min_length=1
+    )
+
+    def __init__(self, steps: Any = None, /, **data: Any) -> None:
+        if steps is not None:
+            data["steps"] = steps
+        super().__init__(**data)
+
+    @model_validator(mode="after")
+    def _sorted(self) -> Steps:
+        offsets = [at for at, _ in self.steps]
+        if offsets != sorted(offsets):
+            raise ValueError("steps must be sorted by their offset (at_s)")
+        return self
+
+    def rate_at(self, t_s: float) -> float:
+        rate = 0.0
+        for at_s, step_rate in self.steps:
+            if t_s < at_s:
+                break
+            rate = step_rate
+        return rate
+
+
+class Sine(_Spec):
+    """``base + amplitude * sin(2π t / period_s)``, never below 0: a daily pattern squeezed into minutes."""
+
+    kind: Literal["sine"] = "sine"
+    base: float = Field(ge=0)
+    amplitude: float = Field(ge=0)
+    period_s: float = Field(gt=0)
+
+    def rate_at(self, t_s: float) -> float:
+        return max(0.0, self.base + self.amplitude * math.sin(2 * math.pi * t_s / self.period_s))
+
+
+def _infer_kind(value: Any) -> Any:
+    """Let YAML say ``input_rate: 2000`` or ``{steps: [...]}`` without spelling out ``kind``."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return {"kind": "constant", "rate": value}
+    if isinstance(value, dict) and "kind" not in value:
+        for key, kind in (("rate", "constant"), ("steps", "steps"), ("base", "sine")):
+            if key in value:
+                return {"kind": kind, **value}
+    return value
+
+
+RateSchedule = Annotated[Constant | Steps | Sine, Field(discriminator="kind"), BeforeValidator(_infer_kind)]
+
+
+class SimVertexSpec(_Spec):
+    """One job vertex. A name with ``" -> "`` is an operator chain (each operator gets its own metrics)."""
+
+    name: str = Field(min_length=1)
+    capacity_per_subtask: float = Field(gt=0, description="records/s one subtask can process")
+    parallelism: int = Field(default=1, ge=1)
+    max_parallelism: int = Field(default=128, ge=1, le=32768)
+    output_ratio: float = Field(default=1.0, ge=0, description="records out per record in")
+    vertex_id: str | None = None
+    source_partitions: int = Field(default=0, ge=0, description="> 0: Kafka-style partition offset metrics")
+    legacy_source: bool = Field(
+        default=False, description="a legacy SourceFunction: busy time is NaN and there is no pendingRecords"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> SimVertexSpec:
+        if self.vertex_id is not None and not _HEX32.match(self.vertex_id):
+            raise ValueError(f"vertex_id must be 32 lowercase hex digits, got {self.vertex_id!r}")
+        if self.parallelism > self.max_parallelism:
+            raise ValueError(f"parallelism {self.parallelism} exceeds max_parallelism {self.max_parallelism}")
+        return self
+
+
+class SimEdgeSpec(_Spec):
+    source: str
+    target: str
+    ship_strategy: ShipStrategy = "REBALANCE"
+
+
+class SimJobSpec(_Spec):
+    name: str = Field(min_length=1)
+    vertices: tuple[SimVertexSpec, ...] = Field(min_length=1)
+    edges: tuple[SimEdgeSpec, ...] = ()
+    input_rate: RateSchedule
+    initial_backlog: float = Field(default=0.0, ge=0)
+    job_config: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_graph(self) -> SimJobSpec:
+        names = [v.name for v in self.vertices]
+        if len(set(names)) != len(names):
+            raise ValueError(f"vertex names must be unique: {names}")
+        ids = list(self.resolved_vertex_ids().values())
+        if len(set(ids)) != len(ids):
+            raise ValueError("vertex ids must be unique")
+        seen: set[tuple[str, str]] = set()
+        for edge in self.edges:
+            for end in (edge.source, edge.target):
+                if end not in names:
+                    raise ValueError(f"edge {edge.source} -> {edge.target}: unknown vertex {end!r}")
+            if edge.source == edge.target or (edge.source, edge.target) in seen:
+                raise ValueError(f"edge {edge.source} -> {edge.target} is a self-loop or a duplicate")
+            seen.add((edge.source, edge.target))
+        self.topological_order()  # raises on a cycle
+        return self
+
+    def resolved_vertex_ids(self) -> dict[str, str]:
+        """Vertex name -> id; an unset id hashes job name and vertex name (stable across submissions)."""
+        return {v.name: v.vertex_id or stable_hex_id(self.name, v.name) for v in self.vertices}
+
+    def topological_order(self) -> list[str]:
+        """Vertex names, sources first (Kahn's algorithm, ties in declaration order, like Flink's plan)."""
+        indegree = {v.name: 0 for v in self.vertices}
+        for edge in self.edges:
+            indegree[edge.target] += 1
+        ready = [name for name, deg in indegree.items() if deg == 0]
+        order: list[str] = []
+        while ready:
+            name = ready.pop(0)
+            order.append(name)
+            for edge in self.edges:
+                if edge.source == name:
+                    indegree[edge.target] -= 1
+                    if indegree[edge.target] == 0:
+                        ready.append(edge.target)
+        if len(order) != len(self.vertices):
+            raise ValueError("the job graph has a cycle")
+        return order
+
+
+class SimClusterSpec(_Spec):
+    """The session cluster. ``slots`` is per TaskManager (``taskmanager.numberOfTaskSlots``)."""
+
+    slots: int = Field(default=8, ge=1)
+    taskmanagers: int = Field(default=1, ge=1)
+    cooldown_after_rescaling_s: float = Field(
+        default=30.0, ge=0, description="Flink default; also from job start"
+    )
+    restart_pause_s: float = Field(default=2.0, ge=0, description="no processing while restarting")
+    metric_fetch_interval_s: float = Field(
+        default=0.0, ge=0, description="0: fresh metrics on every query; > 0: Flink's lazy metric fetcher"
+    )
+    step_s: float = Field(default=0.1, gt=0, le=5.0)
+    config: dict[str, str] = Field(
+        default_factory=dict, description="extra keys served by /jobmanager/config"
+    )
+
+    @property
+    def slots_total(self) -> int:
+        return self.slots * self.taskmanagers

@@ -1,0 +1,477 @@
+"""The simulator's physics: flow, back-pressure, Flink-like meters, the adaptive scheduler's rescale rules."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from autoscaler.clock import FakeClock
+from autoscaler.simulator import (
+    SCENARIOS,
+    Constant,
+    ResourceRequirementsError,
+    SimCluster,
+    SimClusterSpec,
+    SimEdgeSpec,
+    SimJobSpec,
+    SimVertexSpec,
+    Sine,
+    Steps,
+    UnknownJobError,
+    demo_job,
+    load_scenario,
+    work_job,
+)
+from autoscaler.simulator.engine import operator_metric_prefix
+
+SOURCE, WORK, SINK = "Source: BacklogSource", "Work", "Aggregate -> Sink: Writer"
+
+
+def metric(cluster: SimCluster, job_id: str, vertex: str, name: str, agg: str = "avg") -> float:
+    """One aggregated task metric as the REST layer would compute it (all subtasks are uniform)."""
+    vid = cluster.vertex_ids(job_id)[vertex]
+    subtasks = cluster.metric_store().jobs[job_id].vertices[vid]
+    values = [float(s[name]) for s in subtasks]
+    return {"avg": sum(values) / len(values), "sum": sum(values), "max": max(values)}[agg]
+
+
+def rescale(cluster: SimCluster, job_id: str, vertex: str, upper: int, lower: int = 1) -> None:
+    requirements = cluster.resource_requirements(job_id)
+    requirements[cluster.vertex_ids(job_id)[vertex]] = (lower, upper)
+    cluster.set_resource_requirements(job_id, requirements)
+
+
+def elapsed_s(clock: FakeClock, cluster: SimCluster) -> float:
+    return (clock.now_ms() - cluster.epoch_ms) / 1000
+
+
+@pytest.fixture
+def cluster(clock: FakeClock) -> SimCluster:
+    return SimCluster(SimClusterSpec(), clock)
+
+
+# ---- flow and back-pressure ---------------------------------------------------------------------
+
+
+def test_saturated_work_back_pressures_the_source_and_the_backlog_grows(
+    cluster: SimCluster, clock: FakeClock
+) -> None:
+    job_id = cluster.submit(work_job())
+    clock.advance(60)
+
+    assert metric(cluster, job_id, WORK, "busyTimeMsPerSecond") == pytest.approx(1000, rel=0.01)
+    assert metric(cluster, job_id, SOURCE, "backPressuredTimeMsPerSecond") > 900
+    assert metric(cluster, job_id, SINK, "backPressuredTimeMsPerSecond") == 0
+    assert metric(cluster, job_id, SINK, "idleTimeMsPerSecond") > 900
+    assert metric(cluster, job_id, WORK, "numRecordsInPerSecond", "sum") == pytest.approx(1250, rel=0.01)
+    assert cluster.backlog(job_id) == pytest.approx(750 * 60, rel=0.01)
+
+    before = cluster.backlog(job_id)
+    clock.advance(10)
+    assert (cluster.backlog(job_id) - before) / 10 == pytest.approx(750, rel=0.01)
+    pending = metric(cluster, job_id, SOURCE, "Source__BacklogSource.pendingRecords", "sum")
+    assert pending == pytest.approx(cluster.backlog(job_id), abs=1)
+
+
+def test_rescale_restarts_after_the_pause_and_drains_the_backlog(
+    cluster: SimCluster, clock: FakeClock
+) -> None:
+    job_id = cluster.submit(work_job())
+    clock.advance(60)
+    rescale(cluster, job_id, WORK, 3)
+
+    assert cluster.state(job_id) == "RESTARTING"  # 60 s since start: the 30 s cooldown is over
+    backlog_at_put = cluster.backlog(job_id)
+    clock.advance(1.9)
+    assert cluster.state(job_id) == "RESTARTING"
+    assert cluster.backlog(job_id) == pytest.approx(backlog_at_put + 2000 * 1.9, rel=0.001)
+    clock.advance(0.1)
+    assert cluster.state(job_id) == "RUNNING"
+    assert cluster.parallelism(job_id) == {SOURCE: 1, WORK: 3, SINK: 1}
+    assert cluster.rescale_count(job_id) == 1
+    job = cluster.job(job_id)
+    assert job.timestamps["RUNNING"] == cluster.epoch_ms + 62_000
+    assert job.timestamps["RESTARTING"] == cluster.epoch_ms + 60_000
+
+    clock.advance(40)  # 49.5k records drain at 3750 - 2000 = 1750/s in about 28 s
+    assert cluster.backlog(job_id) == 0
+    clock.advance(65)  # a full meter window after the drain
+    assert metric(cluster, job_id, WORK, "busyTimeMsPerSecond") == pytest.approx(1000 * 2000 / 3750, rel=0.01)
+    assert metric(cluster, job_id, WORK, "numRecordsInPerSecond", "sum") == pytest.approx(2000, rel=0.01)
+    assert metric(cluster, job_id, SOURCE, "backPressuredTimeMsPerSecond") == 0
+
+
+def test_meters_ramp_for_a_minute_after_a_restart_and_busy_reads_1000_at_first(
+    cluster: SimCluster, clock: FakeClock
+) -> None:
+    job_id = cluster.submit(work_job(input_rate=Constant(1000)))
+    clock.advance(60)
+    rescale(cluster, job_id, WORK, 2)
+    clock.advance(2)  # restart pause: the tasks are back, before their first 5 s view update
+    assert cluster.state(job_id) == "RUNNING"
+    for vertex in (SOURCE, WORK, SINK):
+        assert metric(cluster, job_id, vertex, "busyTimeMsPerSecond") == 1000  # Flink's start-up artifact
+        assert metric(cluster, job_id, vertex, "numRecordsOutPerSecond") == 0
+
+    rates = []
+    for _ in range(5):
+        clock.advance(10)
+        rates.append(metric(cluster, job_id, WORK, "numRecordsInPerSecond", "sum"))
+    assert rates == sorted(rates) and rates[-1] < 950
+    assert rates[0] == pytest.approx(1000 * 10 / 60, rel=0.25)
+    clock.advance(15)
+    assert metric(cluster, job_id, WORK, "numRecordsInPerSecond", "sum") == pytest.approx(1000, rel=0.01)
+    assert metric(cluster, job_id, SINK, "busyTimeMsPerSecond") < 100
+
+
+def test_counters_are_monotonic_between_restarts_and_reset_at_one(
+    cluster: SimCluster, clock: FakeClock
+) -> None:
+    job_id = cluster.submit(work_job())
+    names = ("numRecordsIn", "numRecordsOut", "accumulateBusyTimeMs", "accumulateIdleTimeMs")
+    previous = dict.fromkeys(names, -1.0)
+    for _ in range(30):
+        clock.advance(2.5)
+        for name in names:
+            value = metric(cluster, job_id, WORK, name, "sum")
+            assert value >= previous[name]
+            previous[name] = value
+    source_read = metric(cluster, job_id, SOURCE, "Source__BacklogSource.numRecordsIn", "sum")
+    assert source_read == pytest.approx(1250 * 75, rel=0.01)
+    assert metric(cluster, job_id, SOURCE, "numRecordsIn", "sum") == 0  # a source task reads no network input
+
+    rescale(cluster, job_id, WORK, 2)
+    clock.advance(3)
+    assert metric(cluster, job_id, WORK, "numRecordsIn", "sum") < previous["numRecordsIn"]
+
+
+def test_cooldown_counts_from_job_start_and_from_each_rescale(cluster: SimCluster, clock: FakeClock) -> None:
+    job_id = cluster.submit(work_job())
+    clock.advance(10)
+    rescale(cluster, job_id, WORK, 3)
+    clock.advance(19.9)
+    assert (cluster.state(job_id), cluster.parallelism(job_id)[WORK]) == ("RUNNING", 1)
+    clock.advance(0.1)
+    assert cluster.state(job_id) == "RESTARTING"
+    clock.advance(2)
+    assert cluster.parallelism(job_id)[WORK] == 3
+
+    clock.advance(1)
+    rescale(cluster, job_id, WORK, 2)  # 1 s after the restart: waits until 30 s after it
+    clock.advance(28.9)
+    assert (cluster.state(job_id), cluster.parallelism(job_id)[WORK]) == ("RUNNING", 3)
+    clock.advance(0.1 + 2)
+    assert (cluster.state(job_id), cluster.parallelism(job_id)[WORK]) == ("RUNNING", 2)
+    assert cluster.rescale_count(job_id) == 2
+
+
+def test_a_change_reverted_during_the_cooldown_never_restarts(cluster: SimCluster, clock: FakeClock) -> None:
+    job_id = cluster.submit(work_job())
+    clock.advance(5)
+    rescale(cluster, job_id, WORK, 3)
+    clock.advance(5)
+    rescale(cluster, job_id, WORK, 1)
+    clock.advance(60)
+    assert cluster.rescale_count(job_id) == 0
+
+
+def test_lower_bound_changes_alone_do_not_restart(cluster: SimCluster, clock: FakeClock) -> None:
+    job_id = cluster.submit(work_job(work_parallelism=2))
+    clock.advance(60)
+    rescale(cluster, job_id, WORK, 2, lower=2)
+    clock.advance(60)
+    assert cluster.rescale_count(job_id) == 0
+    assert cluster.resource_requirements(job_id)[cluster.vertex_ids(job_id)[WORK]] == (2, 2)
+
+
+def test_upper_bound_above_the_slots_is_capped_without_restart_loops(clock: FakeClock) -> None:
+    cluster = SimCluster(SimClusterSpec(slots=4, taskmanagers=2), clock)
+    job_id = cluster.submit(work_job())
+    clock.advance(60)
+    rescale(cluster, job_id, WORK, 12)
+    clock.advance(5)
+    assert cluster.parallelism(job_id)[WORK] == 8
+    assert cluster.resource_requirements(job_id)[cluster.vertex_ids(job_id)[WORK]] == (1, 12)
+    clock.advance(120)
+    assert cluster.rescale_count(job_id) == 1
+    assert cluster.slots_used() == 8
+    assert cluster.tasks_per_taskmanager() == [6, 4]  # slot 0 holds all three vertices
+
+
+def test_requirements_are_validated_with_flinks_messages(cluster: SimCluster) -> None:
+    job_id = cluster.submit(work_job())
+    ids = cluster.vertex_ids(job_id)
+    full = cluster.resource_requirements(job_id)
+
+    partial = {ids[SOURCE]: (1, 1), ids[WORK]: (1, 3)}
+    with pytest.raises(ResourceRequirementsError, match=rf"missing job vertex \[{ids[SINK]}\]"):
+        cluster.set_resource_requirements(job_id, partial)
+    with pytest.raises(ResourceRequirementsError, match=r"lower bound \[3\] .* upper bound \[2\]"):
+        cluster.set_resource_requirements(job_id, {**full, ids[WORK]: (3, 2)})
+    with pytest.raises(ResourceRequirementsError, match=r"parallelism 200 .* maximum parallelism 128"):
+        cluster.set_resource_requirements(job_id, {**full, ids[WORK]: (1, 200)})
+    with pytest.raises(ResourceRequirementsError, match="was not found in the JobGraph"):
+        cluster.set_resource_requirements(job_id, {**full, "0" * 32: (1, 1)})
+    assert cluster.resource_requirements(job_id) == full
+    with pytest.raises(UnknownJobError):
+        cluster.set_resource_requirements("f" * 32, full)
+
+
+# ---- schedules and topology ---------------------------------------------------------------------
+
+
+def test_rate_schedules() -> None:
+    steps = Steps([(10, 800), (120, 2000), (420, 500)])
+    assert [steps.rate_at(t) for t in (0, 10, 119.9, 120, 419, 420, 10_000)] == [
+        0,
+        800,
+        800,
+        2000,
+        2000,
+        500,
+        500,
+    ]
+    sine = Sine(base=1500, amplitude=1000, period_s=600)
+    assert sine.rate_at(0) == pytest.approx(1500)
+    assert sine.rate_at(150) == pytest.approx(2500)
+    assert sine.rate_at(450) == pytest.approx(500)
+    assert Sine(base=100, amplitude=500, period_s=60).rate_at(45) == 0  # never negative
+    assert Constant(7).rate_at(1e9) == 7
+    with pytest.raises(ValidationError):
+        Steps([(120, 1), (10, 2)])
+
+
+def test_steps_drive_the_job_over_time(cluster: SimCluster, clock: FakeClock) -> None:
+    job_id = cluster.submit(demo_job())
+    clock.advance(110)
+    assert cluster.backlog(job_id) == 0
+    assert metric(cluster, job_id, WORK, "busyTimeMsPerSecond") == pytest.approx(1000 * 800 / 1250, rel=0.01)
+    clock.advance(70)  # 60 s at 2000 rec/s against 1250
+    assert cluster.backlog(job_id) == pytest.approx(750 * 60, rel=0.02)
+
+
+def test_set_input_rate_changes_the_load_from_now_on(cluster: SimCluster, clock: FakeClock) -> None:
+    job_id = cluster.submit(work_job(input_rate=Constant(1000)))
+    clock.advance(30)
+    assert cluster.backlog(job_id) == 0
+    assert cluster.input_rate(job_id) == 1000
+    cluster.set_input_rate(job_id, Constant(3000))
+    assert cluster.input_rate(job_id) == 3000
+    clock.advance(10)
+    assert cluster.backlog(job_id) == pytest.approx(1750 * 10, rel=0.01)
+
+
+def test_gains_follow_output_ratios_and_paths(clock: FakeClock) -> None:
+    """source -> A (x2) -> C and source -> B -> C: C receives 3 records per source record."""
+    spec = SimJobSpec(
+        name="diamond",
+        vertices=[
+            SimVertexSpec(name="Source: S", capacity_per_subtask=10_000),
+            SimVertexSpec(name="A", capacity_per_subtask=10_000, output_ratio=2),
+            SimVertexSpec(name="B", capacity_per_subtask=10_000),
+            SimVertexSpec(name="C", capacity_per_subtask=900, parallelism=2),
+        ],
+        edges=[
+            SimEdgeSpec(source="Source: S", target="A"),
+            SimEdgeSpec(source="Source: S", target="B", ship_strategy="FORWARD"),
+            SimEdgeSpec(source="A", target="C", ship_strategy="HASH"),
+            SimEdgeSpec(source="B", target="C", ship_strategy="HASH"),
+        ],
+        input_rate=Constant(500),
+    )
+    cluster = SimCluster(SimClusterSpec(), clock)
+    job_id = cluster.submit(spec)
+    clock.advance(65)
+    assert cluster.job(job_id).gains == {"Source: S": 1, "A": 1, "B": 1, "C": 3}
+    assert cluster.job(job_id).max_emission_rate == pytest.approx(600)  # C: 2 x 900 / 3
+    assert cluster.backlog(job_id) == 0
+    assert metric(cluster, job_id, "C", "numRecordsInPerSecond", "sum") == pytest.approx(1500, rel=0.01)
+    assert metric(cluster, job_id, "A", "numRecordsOutPerSecond", "sum") == pytest.approx(1000, rel=0.01)
+    assert metric(cluster, job_id, "C", "busyTimeMsPerSecond") == pytest.approx(1000 * 1500 / 1800, rel=0.01)
+
+
+def test_broadcast_multiplies_by_the_target_parallelism(clock: FakeClock) -> None:
+    spec = SimJobSpec(
+        name="broadcast",
+        vertices=[
+            SimVertexSpec(name="Source: Rules", capacity_per_subtask=10_000),
+            SimVertexSpec(name="Match", capacity_per_subtask=10_000, parallelism=4),
+        ],
+        edges=[SimEdgeSpec(source="Source: Rules", target="Match", ship_strategy="BROADCAST")],
+        input_rate=Constant(100),
+    )
+    cluster = SimCluster(SimClusterSpec(), clock)
+    job_id = cluster.submit(spec)
+    clock.advance(65)
+    assert metric(cluster, job_id, "Match", "numRecordsInPerSecond", "sum") == pytest.approx(400, rel=0.01)
+
+
+def test_chained_vertices_report_one_metric_scope_per_operator(cluster: SimCluster, clock: FakeClock) -> None:
+    job_id = cluster.submit(work_job())
+    clock.advance(10)
+    subtask = cluster.metric_store().jobs[job_id].vertices[cluster.vertex_ids(job_id)[SINK]][0]
+    assert {"Aggregate.numRecordsIn", "Sink__Writer.numRecordsIn", "Sink__Writer.numRecordsOut"} <= set(
+        subtask
+    )
+    assert subtask["Sink__Writer.numRecordsOut"] == 0  # output_ratio 0: a sink
+    assert operator_metric_prefix("Source: Numbers") == "Source__Numbers"
+
+
+def test_pending_records_and_partitions_are_spread_over_subtasks(
+    cluster: SimCluster, clock: FakeClock
+) -> None:
+    job_id = cluster.submit(work_job(source_parallelism=3, initial_backlog=8000))
+    clock.advance(0.1)
+    subtasks = cluster.metric_store().jobs[job_id].vertices[cluster.vertex_ids(job_id)[SOURCE]]
+    partitions = [
+        sorted(int(name.split(".")[5]) for name in s if name.endswith(".currentOffset")) for s in subtasks
+    ]
+    assert partitions == [[0, 3, 6], [1, 4, 7], [2, 5]]
+    pending = [s["Source__BacklogSource.pendingRecords"] for s in subtasks]
+    assert sum(pending) == int(cluster.backlog(job_id))
+    assert pending[0] > pending[2]  # fewer partitions, less backlog
+
+
+def test_legacy_source_reports_nan_busy_time_and_no_pending_records(clock: FakeClock) -> None:
+    spec = SimJobSpec(
+        name="legacy",
+        vertices=[SimVertexSpec(name="Source: Datagen", capacity_per_subtask=1000, legacy_source=True)],
+        input_rate=Constant(10),
+    )
+    cluster = SimCluster(SimClusterSpec(), clock)
+    job_id = cluster.submit(spec)
+    clock.advance(10)
+    subtask = cluster.metric_store().jobs[job_id].vertices[cluster.vertex_ids(job_id)["Source: Datagen"]][0]
+    assert math.isnan(float(subtask["busyTimeMsPerSecond"]))
+    assert not any(name.endswith(".pendingRecords") for name in subtask)
+
+
+# ---- lifecycle ----------------------------------------------------------------------------------
+
+
+def test_restarting_jobs_have_no_task_metrics_but_keep_job_metrics(
+    cluster: SimCluster, clock: FakeClock
+) -> None:
+    job_id = cluster.submit(work_job())
+    clock.advance(40)
+    rescale(cluster, job_id, WORK, 2)
+    store = cluster.metric_store()
+    assert store.jobs[job_id].vertices == {}
+    assert store.jobs[job_id].job["numRescales"] == 0
+    clock.advance(2)
+    assert cluster.metric_store().jobs[job_id].job["numRescales"] == 1
+
+
+def test_cancel_stops_processing_and_frees_the_slots(cluster: SimCluster, clock: FakeClock) -> None:
+    job_id = cluster.submit(work_job(work_parallelism=3))
+    clock.advance(30)
+    cluster.cancel(job_id)
+    backlog = cluster.backlog(job_id)
+    clock.advance(30)
+    assert cluster.state(job_id) == "CANCELED"
+    assert cluster.backlog(job_id) == backlog
+    assert cluster.slots_used() == 0
+    assert cluster.job(job_id).end_ms == cluster.epoch_ms + 30_000
+    with pytest.raises(UnknownJobError):
+        cluster.state("0" * 32)
+
+
+def test_the_simulation_is_deterministic_and_step_size_independent() -> None:
+    def run(step_s: float, hops: int) -> tuple[str, float, float]:
+        clock = FakeClock()
+        cluster = SimCluster(SimClusterSpec(step_s=step_s), clock)
+        job_id = cluster.submit(work_job(input_rate=Sine(base=1500, amplitude=1000, period_s=120)))
+        for _ in range(hops):
+            clock.advance(120 / hops)
+        return job_id, cluster.backlog(job_id), metric(cluster, job_id, WORK, "accumulateBusyTimeMs", "sum")
+
+    fine = run(0.1, 1)
+    assert run(0.1, 1) == fine
+    assert run(0.1, 37)[0] == fine[0]
+    assert run(0.1, 37)[1] == pytest.approx(fine[1], rel=0.01)
+    assert run(0.5, 1)[1] == pytest.approx(fine[1], rel=0.02)
+
+
+def test_job_ids_are_deterministic_and_vertex_ids_stable_across_submissions(clock: FakeClock) -> None:
+    first = SimCluster(SimClusterSpec(), clock)
+    second = SimCluster(SimClusterSpec(), clock)
+    a, b = first.submit(work_job()), first.submit(work_job())
+    assert a != b and second.submit(work_job()) == a
+    assert first.vertex_ids(a) == first.vertex_ids(b)
+    assert len(a) == 32 and int(a, 16) >= 0
+    generated = first.submit(
+        SimJobSpec(name="x", vertices=[SimVertexSpec(name="v", capacity_per_subtask=1)], input_rate=1)
+    )
+    assert len(first.vertex_ids(generated)["v"]) == 32
+
+
+# ---- specs and scenarios ------------------------------------------------------------------------
+
+
+def test_job_spec_validation() -> None:
+    vertex = SimVertexSpec(name="a", capacity_per_subtask=1)
+    other = SimVertexSpec(name="b", capacity_per_subtask=1)
+    with pytest.raises(ValidationError, match="cycle"):
+        SimJobSpec(
+            name="j",
+            vertices=[vertex, other],
+            edges=[SimEdgeSpec(source="a", target="b"), SimEdgeSpec(source="b", target="a")],
+            input_rate=1,
+        )
+    with pytest.raises(ValidationError, match="unknown vertex"):
+        SimJobSpec(name="j", vertices=[vertex], edges=[SimEdgeSpec(source="a", target="z")], input_rate=1)
+    with pytest.raises(ValidationError, match="unique"):
+        SimJobSpec(name="j", vertices=[vertex, vertex], input_rate=1)
+    with pytest.raises(ValidationError, match="32 lowercase hex"):
+        SimVertexSpec(name="a", capacity_per_subtask=1, vertex_id="xyz")
+    with pytest.raises(ValidationError, match="exceeds max_parallelism"):
+        SimVertexSpec(name="a", capacity_per_subtask=1, parallelism=9, max_parallelism=8)
+
+
+def test_named_scenarios_build(clock: FakeClock) -> None:
+    assert {"demo", "steady"} <= set(SCENARIOS)
+    for name, build in SCENARIOS.items():
+        spec, jobs = build()
+        cluster = SimCluster(spec, clock)
+        for job in jobs:
+            cluster.submit(job)
+        assert jobs, name
+    spec, (job,) = SCENARIOS["demo"]()
+    assert job.input_rate == Steps([(0, 800), (120, 2000), (420, 500)])
+
+
+def test_load_scenario_from_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(
+        """
+cluster: {slots: 4, cooldown_after_rescaling_s: 10, metric_fetch_interval_s: 5}
+jobs:
+  - template: work_job
+    name: lab
+    work_parallelism: 2
+    input_rate: {steps: [[0, 1000], [60, 3000]]}
+  - name: custom
+    input_rate: 250
+    vertices:
+      - {name: "Source: S", capacity_per_subtask: 1000, source_partitions: 4}
+      - {name: Map, capacity_per_subtask: 200, parallelism: 2}
+    edges:
+      - {source: "Source: S", target: Map, ship_strategy: FORWARD}
+    job_config: {job.autoscaler.enabled: "true"}
+""",
+        encoding="utf-8",
+    )
+    cluster, (lab, custom) = load_scenario(path)
+    assert (cluster.slots, cluster.cooldown_after_rescaling_s, cluster.metric_fetch_interval_s) == (4, 10, 5)
+    assert lab.name == "lab" and lab.vertices[1].parallelism == 2
+    assert lab.input_rate == Steps([(0, 1000), (60, 3000)])
+    assert custom.input_rate == Constant(250)
+    assert custom.edges[0].ship_strategy == "FORWARD"
+    assert custom.job_config == {"job.autoscaler.enabled": "true"}
+
+    path.write_text("jobs: [{template: nope}]", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"jobs\[0\].*unknown template"):
+        load_scenario(path)
