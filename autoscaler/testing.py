@@ -1,0 +1,134 @@
+"""Builders and recorders for tests — ours and plugin authors'.
+
+Builders take plain values with sensible defaults so a test states only what it is about.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from autoscaler.flink.models import ParallelismBounds
+from autoscaler.model import (
+    Edge,
+    JobEvaluation,
+    JobRef,
+    JobSample,
+    JobTarget,
+    JobTopology,
+    VertexEvaluation,
+    VertexInfo,
+    VertexSample,
+)
+from autoscaler.reasons import Reason
+from autoscaler.settings import AutoscalerOptions
+
+__all__ = ["RecordingRequirementsClient", "make_evaluation", "make_sample", "make_topology", "vertex_eval"]
+
+JOB = JobRef(cluster="c1", job_id="0" * 32, name="job")
+
+
+def make_topology(
+    parallelism: Mapping[str, int], edges: Sequence[tuple[str, str, str]] = (), max_parallelism: int = 128
+) -> JobTopology:
+    """Vertices named by their ids: ``make_topology({"src": 1, "w": 4}, [("src", "w", "HASH")])``."""
+    vertices = [VertexInfo(vid, vid, p, max_parallelism) for vid, p in parallelism.items()]
+    return JobTopology.build(vertices, [Edge(s, t, strategy) for s, t, strategy in edges])
+
+
+def make_sample(
+    topology: JobTopology,
+    *,
+    ts_ms: int = 0,
+    running_since_ms: int = 0,
+    options: AutoscalerOptions | None = None,
+    job: JobRef = JOB,
+    vertices: Mapping[str, VertexSample] | None = None,
+    **kwargs: Any,
+) -> JobSample:
+    samples = {vid: VertexSample() for vid in topology.vertices}
+    samples.update(vertices or {})
+    return JobSample(
+        JobTarget(job, options or AutoscalerOptions(enabled=True)),
+        ts_ms,
+        running_since_ms,
+        topology,
+        samples,
+        **kwargs,
+    )
+
+
+def vertex_eval(
+    vertex: str,
+    parallelism: int,
+    target: int | None = None,
+    *,
+    outside_band: bool | None = None,
+    tpr: float = 1000.0,
+    tdr: float = 1000.0,
+    max_parallelism: int = 128,
+) -> VertexEvaluation:
+    target = parallelism if target is None else target
+    return VertexEvaluation(
+        vertex=vertex,
+        parallelism=parallelism,
+        max_parallelism=max_parallelism,
+        load=0.5,
+        true_processing_rate=tpr,
+        target_data_rate=tdr,
+        catch_up_data_rate=0.0,
+        lag=0.0,
+        scale_up_threshold=math.nan,
+        scale_down_threshold=math.nan,
+        target_parallelism=target,
+        expected_processing_rate=tpr / parallelism * target,
+        outside_band=(target != parallelism) if outside_band is None else outside_band,
+    )
+
+
+def make_evaluation(
+    vertices: Sequence[VertexEvaluation],
+    *,
+    options: AutoscalerOptions | None = None,
+    not_ready: Reason | None = None,
+    **sample_kwargs: Any,
+) -> JobEvaluation:
+    topology = make_topology(
+        {v.vertex: v.parallelism for v in vertices},
+        max_parallelism=max((v.max_parallelism for v in vertices), default=128),
+    )
+    sample = make_sample(topology, options=options, **sample_kwargs)
+    return JobEvaluation(
+        sample,
+        {v.vertex: v for v in vertices},
+        processing_backlog=False,
+        window_samples=10,
+        window_full=not_ready is None,
+        not_ready=not_ready,
+    )
+
+
+@dataclass
+class RecordingRequirementsClient:
+    """A fake of the two resource-requirements endpoints that records every PUT."""
+
+    requirements: dict[str, ParallelismBounds]
+    puts: list[dict[str, ParallelismBounds]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, parallelism: Mapping[str, int]) -> RecordingRequirementsClient:
+        return cls({vid: ParallelismBounds(1, p) for vid, p in parallelism.items()})
+
+    async def resource_requirements(self, job_id: str) -> dict[str, ParallelismBounds]:
+        return dict(self.requirements)
+
+    async def set_resource_requirements(
+        self, job_id: str, requirements: Mapping[str, ParallelismBounds]
+    ) -> None:
+        missing = set(self.requirements) - set(requirements)
+        if missing:
+            raise ValueError(f"partial body, missing {sorted(missing)}")
+        self.puts.append(dict(requirements))
+        self.requirements = {vid: replace(b) for vid, b in requirements.items()}

@@ -1,0 +1,131 @@
+"""The decision stage on plain values and a moving `now` (no clock, no I/O)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from autoscaler.decide import VertexChange, decide
+from autoscaler.model import TaskManagerSample
+from autoscaler.reasons import Reason
+from autoscaler.settings import AutoscalerOptions
+from autoscaler.state import JobState, PendingRescale
+from autoscaler.testing import make_evaluation, vertex_eval
+
+MIN = 60_000
+OPTS = AutoscalerOptions(enabled=True)
+
+
+def outcome(evaluation, state=None, options=OPTS, now_ms=0):
+    d = decide(evaluation, state or JobState(), options, now_ms)
+    return d.outcome, {vid: (c.current, c.target) for vid, c in d.changes.items()}
+
+
+def test_scale_up_is_applied_at_once():
+    ev = make_evaluation([vertex_eval("src", 1), vertex_eval("work", 1, 3)])
+    assert outcome(ev) == (Reason.SCALING, {"work": (1, 3)})
+
+
+def test_nothing_changes_while_every_vertex_is_in_band():
+    # Reference ScalingExecutor: a recommendation inside the band is dropped when no vertex is outside.
+    ev = make_evaluation([vertex_eval("work", 4, 5, outside_band=False)])
+    assert outcome(ev) == (Reason.IN_BAND, {})
+
+
+def test_in_band_vertex_changes_along_with_one_outside():
+    ev = make_evaluation(
+        [vertex_eval("a", 4, 5, outside_band=False), vertex_eval("b", 1, 2, outside_band=True)]
+    )
+    assert outcome(ev) == (Reason.SCALING, {"a": (4, 5), "b": (1, 2)})
+
+
+@pytest.mark.parametrize("reason", [Reason.STABILIZING, Reason.WINDOW_NOT_FULL])
+def test_not_ready_evaluation_never_scales(reason):
+    ev = make_evaluation([vertex_eval("work", 1, 3)], not_ready=reason)
+    assert outcome(ev) == (reason, {})
+
+
+def test_pending_rescale_blocks_new_decisions():
+    state = JobState(pending=PendingRescale("j", 0, {"work": 3}, {"work": 1}))
+    assert outcome(make_evaluation([vertex_eval("work", 1, 3)]), state) == (Reason.RESCALE_IN_FLIGHT, {})
+
+
+def test_unknown_vertex_is_never_changed():
+    # A NaN true processing rate means "unknown": no decision for that vertex (FLINK-39925 done right).
+    unknown = replace(vertex_eval("work", 4, 2), true_processing_rate=math.nan)
+    assert outcome(make_evaluation([unknown, vertex_eval("b", 1, 2)])) == (Reason.SCALING, {"b": (1, 2)})
+
+
+def test_excluded_vertex_is_skipped_but_others_scale():
+    opts = AutoscalerOptions(enabled=True, vertex_exclude_ids=("work",))
+    ev = make_evaluation([vertex_eval("work", 1, 3), vertex_eval("sink", 1, 2)], options=opts)
+    assert outcome(ev, options=opts) == (Reason.SCALING, {"sink": (1, 2)})
+
+
+def test_advisor_mode_reports_but_does_not_apply():
+    opts = AutoscalerOptions(enabled=True, scaling_enabled=False)
+    d = decide(make_evaluation([vertex_eval("work", 1, 3)], options=opts), JobState(), opts, 0)
+    assert d.outcome is Reason.ADVISOR_MODE and not d.applies
+    assert d.changes == {"work": VertexChange("work", 1, 3)}
+
+
+class TestScaleDownInterval:
+    """Reference DelayedScaleDown: wait scale-down.interval, then use the window's highest recommendation."""
+
+    opts = AutoscalerOptions(enabled=True, scale_down_interval="10 min")
+
+    def run(self, steps):
+        state, results = JobState(), []
+        for minute, target in steps:
+            ev = make_evaluation([vertex_eval("work", 10, target)], options=self.opts)
+            d = decide(ev, state, self.opts, minute * MIN)
+            state = d.state
+            results.append((d.outcome, {k: c.target for k, c in d.changes.items()}))
+        return results
+
+    def test_held_until_the_interval_has_passed(self):
+        res = self.run([(0, 6), (5, 6), (9, 6), (10, 6)])
+        assert [r[0] for r in res[:3]] == [Reason.SCALE_DOWN_DELAYED] * 3
+        assert res[3] == (Reason.SCALING, {"work": 6})
+
+    def test_uses_the_highest_recommendation_within_the_window(self):
+        res = self.run([(0, 5), (4, 8), (8, 6), (10, 6)])
+        assert res[3] == (Reason.SCALING, {"work": 8})
+
+    def test_recommendations_older_than_the_interval_drop_out(self):
+        res = self.run([(0, 8), (5, 6), (12, 6)])
+        assert res[2] == (Reason.SCALING, {"work": 6})
+
+    def test_recommendation_at_or_above_current_clears_the_delay(self):
+        opts = self.opts
+        state = JobState()
+        for minute, target, outside in [(0, 6, True), (5, 10, False), (8, 6, True)]:
+            ev = make_evaluation([vertex_eval("work", 10, target, outside_band=outside)], options=opts)
+            d = decide(ev, state, opts, minute * MIN)
+            state = d.state
+        assert state.delayed_scale_down["work"].first_trigger_ms == 8 * MIN
+
+    def test_zero_interval_scales_down_immediately(self):
+        opts = AutoscalerOptions(enabled=True, scale_down_interval="0 s")
+        ev = make_evaluation([vertex_eval("work", 10, 6)], options=opts)
+        assert outcome(ev, options=opts) == (Reason.SCALING, {"work": (10, 6)})
+
+
+@pytest.mark.parametrize(
+    ("gc_ms", "heap_used", "blocked"),
+    [(900.0, 0.5, False), (math.nan, math.nan, False), (950.0, 0.5, True), (0.0, 0.99, True)],
+)
+def test_memory_pressure_blocks_and_nan_never_does(gc_ms, heap_used, blocked):
+    opts = AutoscalerOptions(enabled=True, memory_gc_pressure_threshold=0.9, memory_heap_usage_threshold=0.95)
+    tm = TaskManagerSample(gc_time_ms_per_s=gc_ms, heap_used=heap_used, heap_max=1.0)
+    ev = make_evaluation([vertex_eval("work", 1, 3)], options=opts, taskmanagers=tm)
+    assert (outcome(ev, options=opts)[0] is Reason.MEMORY_PRESSURE) is blocked
+
+
+def test_vertex_change_rejects_invalid_values():
+    with pytest.raises(ValueError):
+        VertexChange("v", 0, 2)
+    with pytest.raises(ValueError):
+        VertexChange("v", 2, 2)
