@@ -1,0 +1,467 @@
+"""The control loop: one tick reads top-down as discover -> collect -> evaluate -> decide -> plugins
+-> realize -> record.
+
+Every job of every cluster is collected concurrently, evaluated together in ONE Spark computation,
+then decided and realized concurrently. A failing cluster or job is logged, counted and reported as
+an event, and stays with that cluster or job; nothing it touched is scaled and its state is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+import httpx
+import structlog
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from autoscaler.clock import Clock, SystemClock
+from autoscaler.collect import MetricNameCache, collect, collect_taskmanagers
+from autoscaler.decide import Decision, decide
+from autoscaler.discover import discover
+from autoscaler.events import Event, EventLog, EventSink, EventType
+from autoscaler.flink.client import FlinkClient
+from autoscaler.flink.errors import FlinkError, FlinkUnreachable
+from autoscaler.metrics import MetricsReporter
+from autoscaler.model import JobEvaluation, JobRef, JobSample, JobTarget, Unavailable
+from autoscaler.plugins.api import PluginContext, ScalingExecutorPlugin
+from autoscaler.plugins.chain import ChainResult, run_chain
+from autoscaler.realize import RealizeResult, confirm, realize
+from autoscaler.reasons import Reason
+from autoscaler.settings import AutoscalerOptions, ClusterSettings, Settings
+from autoscaler.state import JobState, MemoryStateStore, PendingRescale, ScalingRecord, StateStore
+
+__all__ = ["Daemon", "Evaluator", "JobOutcome", "TickReport"]
+
+log = structlog.get_logger(__name__)
+
+
+class Evaluator(Protocol):
+    def evaluate(self, samples: Sequence[JobSample], now_ms: int) -> dict[str, JobEvaluation]: ...
+
+    def forget(self, job_keys: Sequence[str]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """What happened to one job in one tick (the demo prints these; tests assert on them)."""
+
+    job: JobRef
+    now_ms: int
+    outcome: Reason
+    detail: str
+    decision: Decision | None = None
+    chain: ChainResult | None = None
+    realized: RealizeResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TickReport:
+    now_ms: int
+    outcomes: tuple[JobOutcome, ...]
+    cluster_errors: Mapping[str, str] = field(default_factory=dict)
+
+    def for_job(self, name: str) -> JobOutcome | None:
+        return next((o for o in self.outcomes if o.job.name == name), None)
+
+
+@dataclass
+class _Cluster:
+    settings: ClusterSettings
+    client: FlinkClient
+    options: AutoscalerOptions
+    names: MetricNameCache = field(default_factory=MetricNameCache)
+    jobs: set[str] = field(default_factory=set)  # job keys seen at the last successful discovery
+
+
+class Daemon:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        evaluator: Evaluator,
+        clock: Clock | None = None,
+        state: StateStore | None = None,
+        events: EventSink | None = None,
+        metrics: MetricsReporter | None = None,
+        plugins: Sequence[ScalingExecutorPlugin] = (),
+        transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
+        on_outcome: Callable[[JobOutcome], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.evaluator = evaluator
+        self.clock = clock or SystemClock()
+        self.state = state or MemoryStateStore()
+        self.events = events or EventLog()
+        self.metrics = metrics or MetricsReporter()
+        self.plugins = tuple(plugins)
+        self.on_outcome = on_outcome
+        transports = transports or {}
+        self._clusters = []
+        for cs in settings.clusters:
+            options = settings.options_for(cs)
+            client = FlinkClient.from_settings(
+                cs, options.rest_client_timeout, transport=transports.get(cs.name)
+            )
+            self._clusters.append(_Cluster(cs, client, options))
+        self._tick_lock = asyncio.Lock()
+
+    # ------------------------------------------------------------------ the tick
+    async def run_tick(self) -> TickReport:
+        """One pass over every cluster and job; never raises for a cluster's or a job's failure."""
+        async with self._tick_lock:
+            started = time.perf_counter()
+            now_ms = self.clock.now_ms()
+            collected = await asyncio.gather(*(self._collect_cluster(c, now_ms) for c in self._clusters))
+            samples = [s for batch, _ in collected for s in batch if isinstance(s, JobSample)]
+            unavailable = [u for batch, _ in collected for u in batch if isinstance(u, Unavailable)]
+            cluster_errors = {
+                c.settings.name: err for c, (_, err) in zip(self._clusters, collected, strict=True) if err
+            }
+
+            evaluations, eval_error = await self._evaluate(samples, now_ms)
+            outcomes = list(
+                await asyncio.gather(
+                    *(self._handle_job(s, evaluations.get(s.job.key), eval_error, now_ms) for s in samples)
+                )
+            )
+            outcomes += [self._handle_unavailable(u, now_ms) for u in unavailable]
+            self._forget_vanished()
+            self.metrics.ticks.inc()
+            self.metrics.tick_seconds.observe(time.perf_counter() - started)
+            for c in self._clusters:
+                self.metrics.jobs.labels(c.settings.name).set(
+                    sum(1 for s in samples if s.job.cluster == c.settings.name)
+                )
+            return TickReport(now_ms, tuple(outcomes), cluster_errors)
+
+    async def _collect_cluster(
+        self, cluster: _Cluster, now_ms: int
+    ) -> tuple[list[JobSample | Unavailable], str | None]:
+        name = cluster.settings.name
+        try:
+            discovery = await discover(cluster.client, cluster.settings, cluster.options)
+        except FlinkError as exc:
+            reason = (
+                Reason.CLUSTER_UNREACHABLE if isinstance(exc, FlinkUnreachable) else Reason.AUTOSCALER_ERROR
+            )
+            log.warning("cluster_unavailable", cluster=name, error=str(exc))
+            self.metrics.report_error(name, reason)
+            return [], str(exc)
+        cluster.jobs = {t.job.key for t in discovery.targets} | {j.key for j in discovery.not_running}
+        for job, message in discovery.invalid:
+            cluster.jobs.add(job.key)
+            self._event(
+                job.key,
+                Reason.OPTIONS_VALIDATION,
+                EventType.WARNING,
+                message,
+                now_ms,
+                interval_ms=_ms(cluster.options.scaling_event_interval),
+            )
+            self.metrics.report_error(name, Reason.OPTIONS_VALIDATION)
+        if not discovery.targets:
+            return [], None
+        taskmanagers = await collect_taskmanagers(cluster.client, cluster.names)
+        results = await asyncio.gather(
+            *(collect(cluster.client, t, now_ms, cluster.names, taskmanagers) for t in discovery.targets)
+        )
+        return list(results), None
+
+    async def _evaluate(
+        self, samples: list[JobSample], now_ms: int
+    ) -> tuple[dict[str, JobEvaluation], str | None]:
+        if not samples:
+            return {}, None
+        started = time.perf_counter()
+        try:
+            evaluations = await asyncio.to_thread(self.evaluator.evaluate, samples, now_ms)
+        except Exception as exc:  # Spark failing must not stop the loop; nothing scales this tick
+            log.error("evaluation_failed", error=str(exc), exc_info=True)
+            for s in samples:
+                self.metrics.report_error(s.job.cluster, Reason.AUTOSCALER_ERROR)
+            return {}, f"evaluation failed: {type(exc).__name__}: {exc}"
+        self.metrics.evaluation_seconds.observe(time.perf_counter() - started)
+        return evaluations, None
+
+    async def _handle_job(
+        self, sample: JobSample, evaluation: JobEvaluation | None, eval_error: str | None, now_ms: int
+    ) -> JobOutcome:
+        job, options = sample.job, sample.target.options
+        with structlog.contextvars.bound_contextvars(cluster=job.cluster, job=job.name):
+            try:
+                state = self._confirm_pending(sample, self.state.load(job.key), now_ms)
+                if evaluation is None:
+                    self._save(job.key, state)
+                    detail = eval_error or "no evaluation for this job"
+                    self._event(
+                        job.key,
+                        Reason.AUTOSCALER_ERROR,
+                        EventType.WARNING,
+                        detail,
+                        now_ms,
+                        interval_ms=_ms(options.scaling_event_interval),
+                    )
+                    return self._done(JobOutcome(job, now_ms, Reason.AUTOSCALER_ERROR, detail))
+                self.metrics.report_evaluation(evaluation)
+                decision = decide(evaluation, state, options, now_ms)
+                outcome = await self._execute(decision, sample.target, now_ms)
+                self.metrics.report_outcome(
+                    job, outcome.outcome, outcome.realized is not None and outcome.realized.issued
+                )
+                return self._done(outcome)
+            except Exception as exc:  # one job's failure stays with that job
+                log.error("job_tick_failed", error=str(exc), exc_info=not isinstance(exc, FlinkError))
+                self.metrics.report_error(job.cluster, Reason.AUTOSCALER_ERROR)
+                self._event(
+                    job.key,
+                    Reason.AUTOSCALER_ERROR,
+                    EventType.WARNING,
+                    _truncate(str(exc)),
+                    now_ms,
+                    interval_ms=_ms(options.scaling_event_interval),
+                )
+                return self._done(JobOutcome(job, now_ms, Reason.AUTOSCALER_ERROR, str(exc)))
+
+    async def _execute(self, decision: Decision, target: JobTarget, now_ms: int) -> JobOutcome:
+        job, options = decision.job, target.options
+        interval = _ms(options.scaling_event_interval)
+        if decision.outcome is Reason.ADVISOR_MODE:
+            report = _report_text(decision, enabled=False)
+            self._event(
+                job.key,
+                Reason.SCALING_REPORT,
+                EventType.NORMAL,
+                report,
+                now_ms,
+                key=_changes_key(decision),
+                interval_ms=interval,
+            )
+        if not decision.applies:
+            self._save(job.key, decision.state)
+            return JobOutcome(job, now_ms, decision.outcome, decision.detail, decision)
+
+        changes = decision.changes
+        chain: ChainResult | None = None
+        if self.plugins:
+            cluster = self._cluster(job.cluster)
+            ctx = PluginContext(job, options, decision.evaluation, client=cluster.client)  # type: ignore[arg-type]
+            chain = await run_chain(self.plugins, ctx, changes)
+            vetoed = chain.vetoed_by
+            if vetoed is not None or chain.changes is None:
+                plugin, why = (vetoed.plugin, vetoed.detail) if vetoed else ("?", "")
+                text = f"scaling vetoed by plugin {plugin}: {why}"
+                self._event(
+                    job.key,
+                    Reason.SCALING_VETOED,
+                    EventType.WARNING,
+                    text,
+                    now_ms,
+                    key=f"ScalingVetoed:{plugin}",
+                    interval_ms=interval,
+                )
+                self._save(job.key, decision.state)
+                return JobOutcome(job, now_ms, Reason.SCALING_VETOED, text, decision, chain)
+            changes = chain.changes
+            decision = decision.with_changes(changes, Reason.SCALING, decision.detail)
+
+        self._event(
+            job.key, Reason.SCALING_REPORT, EventType.NORMAL, _report_text(decision, enabled=True), now_ms
+        )
+        cluster = self._cluster(job.cluster)
+        desired = {vid: c.target for vid, c in changes.items()}
+        realized = await realize(cluster.client, job, desired)
+        previous = {vid: c.current for vid, c in changes.items()}
+        pending = PendingRescale(job.job_id, now_ms, desired, previous)
+        record = ScalingRecord(now_ms, {vid: (c.current, c.target) for vid, c in changes.items()})
+        self._save(job.key, decision.state.with_scaling(record, pending, options.history_max_count))
+        if realized.issued:
+            body = ", ".join(f"{vid}: {b.lower}..{b.upper}" for vid, b in realized.requirements.items())
+            self._event(
+                job.key,
+                Reason.SCALING,
+                EventType.NORMAL,
+                f"In-place scaling triggered, the new requirements is {{{body}}}",
+                now_ms,
+            )
+        else:
+            log.info("requirements_already_match", desired=desired)
+        return JobOutcome(job, now_ms, Reason.SCALING, decision.detail, decision, chain, realized)
+
+    def _confirm_pending(self, sample: JobSample, state: JobState, now_ms: int) -> JobState:
+        """Close a pending rescale once /jobs/:id shows it, or report it stuck after confirm_timeout."""
+        pending = state.pending
+        if pending is None:
+            return state
+        job = sample.job
+        if pending.job_id != job.job_id:
+            log.info("pending_rescale_dropped", reason="job resubmitted", old_job_id=pending.job_id)
+            return replace(state, pending=None)
+        result = confirm(pending, sample)
+        if result.done:
+            names = {v.id: v.name for v in sample.topology}
+            got = ", ".join(f"{names.get(v, v)} {p}" for v, p in result.actual.items())
+            if result.capped:
+                text = (
+                    f"rescale applied with less than requested (Flink capped it, e.g. by free slots): {got}"
+                )
+                self._event(job.key, Reason.SCALING_LIMITED, EventType.WARNING, text, now_ms)
+            else:
+                self._event(
+                    job.key, Reason.SCALING_CONFIRMED, EventType.NORMAL, f"rescale running: {got}", now_ms
+                )
+            history = state.history
+            if history and history[-1].ts_ms == pending.issued_ms:
+                last = replace(
+                    history[-1], confirmed_ms=now_ms, restart_duration_ms=result.restart_duration_ms
+                )
+                history = (*history[:-1], last)
+            return replace(state, pending=None, history=history)
+        if now_ms - pending.issued_ms > _ms(self.settings.confirm_timeout):
+            self._event(
+                job.key,
+                Reason.RESCALE_STUCK,
+                EventType.WARNING,
+                f"rescale to {dict(pending.target)} not running after {self.settings.confirm_timeout}",
+                now_ms,
+            )
+            return replace(state, pending=None)
+        return state
+
+    def _handle_unavailable(self, unavailable: Unavailable, now_ms: int) -> JobOutcome:
+        job = unavailable.job
+        if unavailable.reason is not Reason.NOT_RUNNING:
+            self.metrics.report_error(job.cluster, unavailable.reason)
+        log.info(
+            "job_unavailable",
+            cluster=job.cluster,
+            job=job.name,
+            reason=str(unavailable.reason),
+            detail=unavailable.detail,
+        )
+        return self._done(JobOutcome(job, now_ms, unavailable.reason, unavailable.detail))
+
+    # ------------------------------------------------------------------ records
+    def _forget_vanished(self) -> None:
+        """Drop caches and series of jobs no longer on their (reachable) cluster; keep their state."""
+        live = {key for c in self._clusters for key in c.jobs}
+        gone = sorted(self.metrics.known_jobs() - live)  # an unreachable cluster keeps its last job set
+        if gone:
+            self.evaluator.forget(gone)
+            self.metrics.forget_jobs(gone)
+            for c in self._clusters:
+                for key in gone:
+                    c.names.forget(key)
+
+    def _event(
+        self,
+        job_key: str,
+        reason: Reason,
+        type_: EventType,
+        message: str,
+        now_ms: int,
+        *,
+        key: str = "",
+        interval_ms: int = 0,
+    ) -> None:
+        try:
+            self.events.emit(Event(job_key, reason, type_, message, now_ms, key=key), interval_ms)
+        except Exception as exc:  # recording must never fail a tick
+            log.error("event_failed", error=str(exc))
+
+    def _save(self, job_key: str, state: JobState) -> None:
+        if state != self.state.load(job_key):
+            self.state.save(job_key, state)
+
+    def _done(self, outcome: JobOutcome) -> JobOutcome:
+        log.info(
+            "decision",
+            cluster=outcome.job.cluster,
+            job=outcome.job.name,
+            outcome=str(outcome.outcome),
+            detail=outcome.detail,
+        )
+        if self.on_outcome is not None:
+            try:
+                self.on_outcome(outcome)
+            except Exception as exc:
+                log.error("outcome_callback_failed", error=str(exc))
+        return outcome
+
+    def _cluster(self, name: str) -> _Cluster:
+        return next(c for c in self._clusters if c.settings.name == name)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def serve(self, stop: asyncio.Event) -> None:
+        """Run ticks on APScheduler until ``stop`` is set: never two at once, missed ticks coalesced."""
+        interval_s = self.settings.control_loop_interval.total_seconds()
+        scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop())
+        scheduler.add_job(
+            self._scheduled_tick,
+            "interval",
+            seconds=interval_s,
+            id="tick",
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=max(1, int(interval_s)),
+            next_run_time=datetime.now(UTC),
+        )
+        scheduler.start()
+        log.info("daemon_started", clusters=[c.settings.name for c in self._clusters], interval_s=interval_s)
+        try:
+            await stop.wait()
+        finally:
+            scheduler.shutdown(wait=False)
+            async with self._tick_lock:  # let a running tick finish so its state is saved
+                pass
+            log.info("daemon_stopped")
+
+    async def _scheduled_tick(self) -> None:
+        try:
+            await self.run_tick()
+        except Exception as exc:  # the loop must survive anything
+            log.error("tick_failed", error=str(exc), exc_info=True)
+
+    async def aclose(self) -> None:
+        for c in self._clusters:
+            with contextlib.suppress(Exception):
+                await c.client.aclose()
+
+
+def _ms(delta: timedelta) -> int:
+    return round(delta.total_seconds() * 1000)
+
+
+def _truncate(text: str, limit: int = 2048) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _report_text(decision: Decision, *, enabled: bool) -> str:
+    header = (
+        "Scaling execution enabled, begin scaling vertices:"
+        if enabled
+        else "Scaling execution disabled by config, recommended parallelism changes:"
+    )
+    ev = decision.evaluation
+    lines = []
+    for vid, c in decision.changes.items():
+        v = ev.vertices.get(vid) if ev else None
+        tpr = v.true_processing_rate if v else float("nan")
+        exp = v.expected_processing_rate if v else float("nan")
+        tdr = v.target_data_rate if v else float("nan")
+        lines.append(
+            f"{{ Vertex ID {vid} | Parallelism {c.current} -> {c.target} | "
+            f"Processing capacity {tpr:.2f} -> {exp:.2f} | Target data rate {tdr:.2f}}}"
+        )
+    return header + "".join(lines)
+
+
+def _changes_key(decision: Decision) -> str:
+    text = ";".join(f"{vid}:{c.current}->{c.target}" for vid, c in sorted(decision.changes.items()))
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
