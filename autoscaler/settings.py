@@ -103,21 +103,24 @@ class AutoscalerOptions(BaseModel):
 
     enabled: bool = Field(False, validation_alias=_k("enabled"), description="Master switch.")
     scaling_enabled: bool = Field(
-        True, validation_alias=_k("scaling.enabled"),
+        True,
+        validation_alias=_k("scaling.enabled"),
         description="False gives advisor mode: evaluate and report, never apply.",
     )
     metrics_window: Duration = Field(
         timedelta(minutes=15), validation_alias=_k("metrics.window"), description="Sliding averaging window."
     )
     stabilization_interval: Duration = Field(
-        timedelta(minutes=5), validation_alias=_k("stabilization.interval"),
+        timedelta(minutes=5),
+        validation_alias=_k("stabilization.interval"),
         description="Time after the job reaches RUNNING before samples count towards the window.",
     )
     utilization_target: float = Field(
         0.7, validation_alias=_k("utilization.target", "target.utilization"), description="Target busy ratio."
     )
     target_utilization_boundary: float = Field(
-        0.3, validation_alias=_k("target.utilization.boundary"),
+        0.3,
+        validation_alias=_k("target.utilization.boundary"),
         description="Band around the target used when utilization.max/min are unset.",
     )
     utilization_max: Annotated[float | None, BeforeValidator(_opt_float)] = Field(
@@ -127,21 +130,27 @@ class AutoscalerOptions(BaseModel):
         None, validation_alias=_k("utilization.min"), description="Lower utilization (scale-down threshold)."
     )
     scale_down_interval: Duration = Field(
-        timedelta(hours=1), validation_alias=_k("scale-down.interval", "scale-up.grace-period"),
+        timedelta(hours=1),
+        validation_alias=_k("scale-down.interval", "scale-up.grace-period"),
         description="Scale-downs wait this long; the highest recommendation within it is used.",
     )
     vertex_min_parallelism: int = Field(1, ge=1, validation_alias=_k("vertex.min-parallelism"))
     vertex_max_parallelism: int = Field(200, ge=1, validation_alias=_k("vertex.max-parallelism"))
     scale_down_max_factor: float = Field(
-        0.6, ge=0.0, validation_alias=_k("scale-down.max-factor"),
+        0.6,
+        ge=0.0,
+        validation_alias=_k("scale-down.max-factor"),
         description="The scale factor can drop to at most 1 - value.",
     )
     scale_up_max_factor: float = Field(
-        100000.0, ge=0.0, validation_alias=_k("scale-up.max-factor"),
+        100000.0,
+        ge=0.0,
+        validation_alias=_k("scale-up.max-factor"),
         description="The scale factor can rise to at most 1 + value.",
     )
     catch_up_duration: Duration = Field(
-        timedelta(minutes=30), validation_alias=_k("catch-up.duration"),
+        timedelta(minutes=30),
+        validation_alias=_k("catch-up.duration"),
         description="Time to drain the backlog after scaling; 0 disables backlog-based capacity.",
     )
     restart_time: Duration = Field(
@@ -152,7 +161,8 @@ class AutoscalerOptions(BaseModel):
         timedelta(minutes=15), validation_alias=_k("restart.time-tracking.limit")
     )
     backlog_processing_lag_threshold: Duration = Field(
-        timedelta(minutes=5), validation_alias=_k("backlog-processing.lag-threshold"),
+        timedelta(minutes=5),
+        validation_alias=_k("backlog-processing.lag-threshold"),
         description="Lag (in seconds of input) above which a source counts as processing backlog.",
     )
     observed_tpr_lag_threshold: Duration = Field(
@@ -269,11 +279,11 @@ class AutoscalerOptions(BaseModel):
         for key, raw in flatten_keys(conf).items():
             for rank, prefix in ((0, LEGACY_KEY_PREFIX), (2, KEY_PREFIX)):
                 if key.startswith(prefix):
-                    suffix = key[len(prefix):]
+                    suffix = key[len(prefix) :]
                     field = known.get(suffix)
                     if field is None:
                         continue
-                    canonical = cls.canonical_key(field)[len(KEY_PREFIX):]
+                    canonical = cls.canonical_key(field)[len(KEY_PREFIX) :]
                     score = rank + (1 if suffix == canonical else 0)
                     if field not in ranked or ranked[field][0] <= score:
                         ranked[field] = (score, key, raw)
@@ -297,8 +307,11 @@ class AutoscalerOptions(BaseModel):
             if value is None:
                 continue
             out[self.canonical_key(name)] = (
-                ";".join(value) if isinstance(value, list) else str(value).lower()
-                if isinstance(value, bool) else str(value)
+                ";".join(value)
+                if isinstance(value, list)
+                else str(value).lower()
+                if isinstance(value, bool)
+                else str(value)
             )
         return out
 
@@ -322,7 +335,7 @@ def _describe(exc: ValidationError, source: str, key_of: Any) -> str:
         first = str(err["loc"][0]) if err["loc"] else ""
         key = key_of(first) if first else loc
         if len(err["loc"]) > 1 and key != loc:
-            key = f"{key}{loc[len(first):]}"
+            key = f"{key}{loc[len(first) :]}"
         value = err.get("input")
         shown = f" (got {value!r})" if value is not None and not isinstance(value, dict) else ""
         lines.append(f"  {key}: {err['msg']}{shown}")
@@ -386,7 +399,8 @@ class Settings(BaseSettings):
         default_factory=dict, description="job.autoscaler.* defaults for every job (Flink-style keys)."
     )
     confirm_timeout: Duration = Field(
-        timedelta(minutes=5), description="How long a rescale may take to show in /jobs/:id before it is reported stuck."
+        timedelta(minutes=5),
+        description="How long a rescale may take to show in /jobs/:id before it is reported stuck.",
     )
 
     @classmethod
@@ -414,7 +428,9 @@ class Settings(BaseSettings):
     def _options_valid(self) -> Settings:
         base = AutoscalerOptions.from_flink_conf(self.autoscaler, source="autoscaler")
         for cluster in self.clusters:
-            AutoscalerOptions.from_flink_conf(cluster.autoscaler, base, source=f"clusters[{cluster.name}].autoscaler")
+            AutoscalerOptions.from_flink_conf(
+                cluster.autoscaler, base, source=f"clusters[{cluster.name}].autoscaler"
+            )
         return self
 
     def options_for(self, cluster: ClusterSettings) -> AutoscalerOptions:
