@@ -1,0 +1,150 @@
+"""Target parallelism of one vertex: scale factor, max-factor clamps, min/max limits, alignment.
+
+Pure arithmetic on plain numbers (reference ``JobVertexScaler#computeScaleTargetParallelism`` and
+``alignment/*``). The scale-down *delay* (``scale-down.interval``) belongs to the decide stage: this module
+returns the raw recommendation of the current window.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from autoscaler.settings import AlignmentMode, AutoscalerOptions
+
+__all__ = [
+    "ParallelismRecommendation",
+    "align_parallelism",
+    "alignment_applies",
+    "clamp_scale_factor",
+    "compute_target_parallelism",
+    "limit_parallelism",
+]
+
+_INT_MAX = 2**31 - 1  # Java Integer.MAX_VALUE caps the raw parallelism
+
+
+@dataclass(frozen=True, slots=True)
+class ParallelismRecommendation:
+    """What the scaler recommends for one vertex (``parallelism`` == current when unknown or unchanged)."""
+
+    current: int
+    parallelism: int
+    scale_factor: float  # after the max-factor clamps; NaN when the rates are unknown
+    expected_processing_rate: float  # TPR / current * parallelism, after alignment (FLINK-39743)
+    outside_band: bool
+
+    def __post_init__(self) -> None:
+        if self.current < 1 or self.parallelism < 1:
+            raise ValueError(f"parallelism must be >= 1: {self!r}")
+
+    @property
+    def changed(self) -> bool:
+        return self.parallelism != self.current
+
+
+def clamp_scale_factor(factor: float, options: AutoscalerOptions) -> float:
+    """Reference §1.6: clamp to [1 - scale-down.max-factor, 1 + scale-up.max-factor]."""
+    low = 1.0 - options.scale_down_max_factor
+    high = 1.0 + options.scale_up_max_factor
+    if factor < low:
+        return low
+    if factor > high:
+        return high
+    return factor
+
+
+def limit_parallelism(
+    raw: int, *, current: int, max_parallelism: int, options: AutoscalerOptions
+) -> tuple[int, int, int]:
+    """Reference §1.6: newP = min(max(lowerLimit, raw), min(maxParallelism, upperLimit)).
+
+    Returns ``(newP, lower_limit, upper_limit)``; the limits never force a change by themselves
+    (lowerLimit = min(current, vertex.min-parallelism), upperLimit = max(current, vertex.max-parallelism)).
+    """
+    lower_limit = min(current, options.vertex_min_parallelism)
+    upper_limit = max(current, options.vertex_max_parallelism)
+    return min(max(lower_limit, raw), min(max_parallelism, upper_limit)), lower_limit, upper_limit
+
+
+def alignment_applies(num_source_partitions: int, input_ship_strategies: Sequence[str]) -> bool:
+    """Reference §1.7: align when the source reports partitions or any input edge is HASH-partitioned."""
+    return num_source_partitions > 0 or any(s.upper() == "HASH" for s in input_ship_strategies)
+
+
+def align_parallelism(
+    *,
+    current: int,
+    target: int,
+    max_parallelism: int,
+    upper_limit: int,
+    num_source_partitions: int,
+    mode: AlignmentMode,
+) -> int:
+    """Reference §1.7 BALANCED / EVENLY_SPREAD / OFF: scan upward for a parallelism that spreads N evenly.
+
+    N is the partition count (or the key-group count = max parallelism). Scale-ups search
+    [target, upperAlign], scale-downs [target, min(current, upperAlign)]. BALANCED also accepts a p with
+    fewer units per subtask than the target gets; it never blocks. Nothing found keeps the target.
+    """
+    if mode is AlignmentMode.OFF:
+        return target
+    n = num_source_partitions if num_source_partitions > 0 else max_parallelism
+    upper_align = min(n, max_parallelism, upper_limit)
+    stop = upper_align if target > current else min(current, upper_align)
+    per_target = n // target
+    for p in range(target, stop + 1):
+        if n % p == 0:
+            return p
+        if mode is AlignmentMode.BALANCED and n // p < per_target:
+            return p
+    return target
+
+
+def compute_target_parallelism(
+    *,
+    parallelism: int,
+    max_parallelism: int,
+    true_processing_rate: float,
+    target_capacity: float,
+    scale_up_threshold: float,
+    scale_down_threshold: float,
+    options: AutoscalerOptions,
+    num_source_partitions: int = 0,
+    input_ship_strategies: Sequence[str] = (),
+) -> ParallelismRecommendation:
+    """Reference §1.6: factor = target capacity / TPR, clamped, ceil(factor * p), limited, then aligned.
+
+    Unknown rates (NaN TPR or capacity) recommend no change and are never outside the band.
+    """
+    tpr = true_processing_rate
+    outside = tpr < scale_up_threshold or tpr > scale_down_threshold  # NaN compares False
+    if math.isnan(tpr) or math.isnan(target_capacity):
+        return ParallelismRecommendation(parallelism, parallelism, math.nan, tpr, False)
+    factor = clamp_scale_factor(_ieee_div(target_capacity, tpr), options)
+    scaled = factor * parallelism
+    raw = _INT_MAX if not math.isfinite(scaled) else min(math.ceil(scaled), _INT_MAX)
+    new_p, _, upper_limit = limit_parallelism(
+        raw, current=parallelism, max_parallelism=max_parallelism, options=options
+    )
+    if new_p != parallelism and alignment_applies(num_source_partitions, input_ship_strategies):
+        new_p = align_parallelism(
+            current=parallelism,
+            target=new_p,
+            max_parallelism=max_parallelism,
+            upper_limit=upper_limit,
+            num_source_partitions=num_source_partitions,
+            mode=options.parallelism_alignment_mode,
+        )
+    expected = tpr / parallelism * new_p
+    return ParallelismRecommendation(parallelism, new_p, factor, expected, outside)
+
+
+def _ieee_div(a: float, b: float) -> float:
+    """Java double division: x/0 is ±inf (NaN for 0/0) instead of raising."""
+    if b == 0:
+        if a == 0 or math.isnan(a):
+            return math.nan
+        return math.copysign(math.inf, a) * math.copysign(1.0, b)
+    return a / b

@@ -1,0 +1,427 @@
+"""The Spark backend of the evaluator: one long-lived session, one batched computation per tick.
+
+Split of work (see ``/work/shared/reference/spark.md`` §3 and §6): Spark keeps the metric window and
+reduces it to ONE ROW PER VERTEX; the driver does the graph propagation and the parallelism arithmetic
+(:func:`autoscaler.evaluate.formulas.evaluate_vertices`). Each tick appends only the new samples to the
+window held in Spark, drops what left the window with a broadcast semi-join against a tiny
+``(job_key, epoch, start_ms)`` frame, and cuts the lineage with ``localCheckpoint`` so a loop that runs
+for months never grows its plan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from autoscaler.evaluate.formulas import (
+    AverageParts,
+    RatePoints,
+    VertexAggregates,
+    evaluate_vertices,
+    get_average,
+    get_rate,
+)
+from autoscaler.evaluate.window import WindowBook, WindowStatus
+from autoscaler.model import JobEvaluation, JobSample, VertexEvaluation, VertexId, VertexSample
+from autoscaler.settings import SparkSettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "ROW_COLUMNS",
+    "ROW_DDL",
+    "SparkEvaluator",
+    "aggregate_frame",
+    "collect_aggregates",
+    "create_spark_session",
+    "rows_frame",
+    "session_conf",
+]
+
+# VertexSample field -> column name in the window frame.
+SAMPLE_COLUMNS: dict[str, str] = {
+    "busy_time_ms_per_s": "busy",
+    "backpressured_ms_per_s": "backpressure",
+    "num_records_in": "records_in",
+    "num_records_out": "records_out",
+    "accumulated_busy_time_ms": "acc_busy",
+    "num_records_in_per_s": "records_in_per_s",
+    "pending_records": "pending",
+    "observed_tpr": "observed_tpr",
+}
+KEY_COLUMNS = ("job_key", "epoch", "vertex_id", "ts_ms")
+ROW_COLUMNS = (*KEY_COLUMNS, *SAMPLE_COLUMNS.values())
+ROW_DDL = "job_key string, epoch bigint, vertex_id string, ts_ms bigint, " + ", ".join(
+    f"{c} double" for c in SAMPLE_COLUMNS.values()
+)
+_KEEP_DDL = "job_key string, epoch bigint, start_ms bigint"
+_STATIC_CONF = ("spark.ui.", "spark.default.parallelism", "spark.driver.", "spark.executor.")
+
+
+# ---------------------------------------------------------------------------------------------- session
+def _cores(master: str) -> int:
+    """Cores the session may use: N of ``local[N]`` / ``local[N,F]``; the machine's for ``local[*]`` etc."""
+    m = re.fullmatch(r"local\[(\d+)(?:,\s*\d+)?\]", master.strip())
+    if m:
+        return max(1, int(m.group(1)))
+    if master.strip() == "local":
+        return 1
+    return os.cpu_count() or 1
+
+
+def session_conf(settings: SparkSettings) -> dict[str, str]:
+    """The session settings (spark.md §2): UI off, ~2x cores partitions, Arrow, UTC; the user's win."""
+    partitions = str(2 * _cores(settings.master))
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": partitions,
+        "spark.default.parallelism": partitions,
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+    }
+    conf.update(settings.conf)
+    if settings.master.startswith("sc://"):  # a Connect client can only set runtime SQL confs
+        conf = {k: v for k, v in conf.items() if not k.startswith(_STATIC_CONF)}
+    return conf
+
+
+def create_spark_session(settings: SparkSettings) -> SparkSession:
+    """Start (or join) the process's one SparkSession; environment first, because the JVM reads it once."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers must run this venv's Python (pyarrow)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(settings.app_name)
+    if settings.master.startswith("sc://"):
+        builder = builder.remote(settings.master)
+    else:
+        builder = builder.master(settings.master)
+    for key, value in session_conf(settings).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    if not settings.master.startswith("sc://"):
+        session.sparkContext.setLogLevel("WARN")
+        _quiet_expected_warnings(session)
+    return session
+
+
+# Loggers that warn on every tick about things this evaluator does on purpose: releasing a superseded
+# local checkpoint, and printing a wide plan. Everything else keeps Spark's WARN level.
+_EXPECTED_WARNINGS = ("org.apache.spark.rdd.MapPartitionsRDD", "org.apache.spark.util.SparkStringUtils")
+
+
+def _quiet_expected_warnings(session: SparkSession) -> None:
+    with contextlib.suppress(Exception):  # only classic sessions expose log4j through py4j
+        jvm = session.sparkContext._jvm  # type: ignore[attr-defined]
+        error = jvm.org.apache.logging.log4j.Level.ERROR
+        for name in _EXPECTED_WARNINGS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, error)
+
+
+# ---------------------------------------------------------------------------------------------- frames
+def rows_frame(rows: Iterable[tuple[str, int, VertexId, int, VertexSample]]) -> pd.DataFrame:
+    """The window rows ``(job_key, epoch, vertex_id, ts_ms, sample)`` as a pandas frame for Arrow."""
+    data: dict[str, list[Any]] = {c: [] for c in ROW_COLUMNS}
+    for job_key, epoch, vid, ts_ms, sample in rows:
+        data["job_key"].append(job_key)
+        data["epoch"].append(epoch)
+        data["vertex_id"].append(vid)
+        data["ts_ms"].append(ts_ms)
+        for field, column in SAMPLE_COLUMNS.items():
+            data[column].append(float(getattr(sample, field)))
+    frame = pd.DataFrame(data)
+    return frame.astype(
+        {"epoch": "int64", "ts_ms": "int64", **dict.fromkeys(SAMPLE_COLUMNS.values(), "float64")}
+    )
+
+
+def _to_spark(spark: SparkSession, frame: pd.DataFrame, ddl: str) -> DataFrame:
+    if frame.empty:  # Arrow needs at least a schema; an empty list is the cheap way
+        return spark.createDataFrame([], ddl)
+    return spark.createDataFrame(frame, ddl)
+
+
+def _value(column: str) -> str:
+    """The column with NaN turned into null, so every aggregate below skips it."""
+    return f"nanvl({column}, CAST(NULL AS DOUBLE))"
+
+
+_INF = "CAST('Infinity' AS DOUBLE)"
+
+
+def _average_aggs(value: str, name: str) -> list[str]:
+    """getAverage parts: sum and count of finite values, count of infinite ones."""
+    return [
+        f"sum(CASE WHEN abs({value}) != {_INF} THEN {value} END) AS {name}_sum",
+        f"count(CASE WHEN abs({value}) != {_INF} THEN 1 END) AS {name}_n",
+        f"count(CASE WHEN abs({value}) = {_INF} THEN 1 END) AS {name}_inf",
+    ]
+
+
+def _rate_aggs(value: str, name: str) -> list[str]:
+    """getRate parts: how many non-null points, and the first and last of them by timestamp."""
+    ts = f"CASE WHEN {value} IS NOT NULL THEN ts_ms END"
+    return [
+        f"count({value}) AS {name}_n",
+        f"min({ts}) AS {name}_t0",
+        f"min_by({value}, {ts}) AS {name}_v0",
+        f"max({ts}) AS {name}_t1",
+        f"max_by({value}, {ts}) AS {name}_v1",
+    ]
+
+
+_LOAD = f"CASE WHEN {_value('busy')} < 0 THEN 0D ELSE {_value('busy')} END"  # max(0, busy), null stays
+# SQL text, not Column objects: building ~30 Columns costs ~1,000 py4j round trips per tick.
+AGGREGATES: tuple[str, ...] = (
+    "count(1) AS samples",
+    *_average_aggs(_LOAD, "busy"),
+    *_average_aggs(_value("records_in_per_s"), "in_per_s"),
+    *_average_aggs(_value("observed_tpr"), "tpr"),
+    *_average_aggs(_value("backpressure"), "bp"),
+    *_rate_aggs(_value("acc_busy"), "acc_busy"),
+    *_rate_aggs(_value("records_in"), "in"),
+    *_rate_aggs(_value("records_out"), "out"),
+    *_rate_aggs(_value("pending"), "lag"),
+)
+
+
+def aggregate_frame(window: DataFrame) -> DataFrame:
+    """ONE ROW PER (job_key, vertex_id): the parts of every window aggregate the formulas need."""
+    from pyspark.sql import functions as F
+
+    return window.groupBy("job_key", "vertex_id").agg(*(F.expr(a) for a in AGGREGATES))
+
+
+def _num(x: Any) -> float:
+    """A collected value as a float; null (None, pandas NA or NaN) becomes NaN."""
+    return math.nan if x is None or x is pd.NA else float(x)
+
+
+def _parts(row: Mapping[str, Any], name: str) -> AverageParts:
+    total = _num(row[f"{name}_sum"])
+    return AverageParts(0.0 if math.isnan(total) else total, int(row[f"{name}_n"]), int(row[f"{name}_inf"]))
+
+
+def _points(row: Mapping[str, Any], name: str) -> RatePoints:
+    return RatePoints(
+        int(row[f"{name}_n"]),
+        _num(row[f"{name}_t0"]),
+        _num(row[f"{name}_v0"]),
+        _num(row[f"{name}_t1"]),
+        _num(row[f"{name}_v1"]),
+    )
+
+
+def _aggregates(row: Mapping[str, Any]) -> VertexAggregates:
+    busy, tpr, lag = _parts(row, "busy"), _parts(row, "tpr"), _points(row, "lag")
+    return VertexAggregates(
+        samples=int(row["samples"]),
+        busy_sum=busy.total,
+        busy_count=busy.count,
+        busy_infinite=busy.infinite,
+        accumulated_busy_rate=get_rate(_points(row, "acc_busy")),
+        records_in_rate=get_rate(_points(row, "in")),
+        records_out_rate=get_rate(_points(row, "out")),
+        lag_rate=get_rate(lag),
+        lag_latest=lag.last,
+        records_in_per_s_avg=get_average(_parts(row, "in_per_s")),
+        observed_tpr_sum=tpr.total,
+        observed_tpr_count=tpr.count,
+        observed_tpr_infinite=tpr.infinite,
+        backpressure_avg=get_average(_parts(row, "bp")),
+    )
+
+
+def collect_aggregates(window: DataFrame) -> dict[str, dict[VertexId, VertexAggregates]]:
+    """Run :func:`aggregate_frame` and bring the per-vertex rows to the driver through Arrow.
+
+    Columns become plain Python lists first (``tolist``): per-cell pandas access would cost more than
+    the Spark query for a thousand vertices.
+    """
+    frame = aggregate_frame(window).toPandas()
+    columns = {name: frame[name].tolist() for name in frame.columns}
+    out: dict[str, dict[VertexId, VertexAggregates]] = {}
+    for i in range(len(frame)):
+        row = {name: values[i] for name, values in columns.items()}
+        out.setdefault(str(row["job_key"]), {})[str(row["vertex_id"])] = _aggregates(row)
+    return out
+
+
+def _release(frame: DataFrame | None) -> None:
+    """Free a superseded local checkpoint now instead of whenever the JVM's GC gets to it.
+
+    Classic sessions: unpersist the checkpointed RDD behind the plan. Connect sessions release
+    the server-side checkpoint when the Python object is collected, so dropping the reference is enough.
+    """
+    if frame is None:
+        return
+    # Connect (no _jdf) or a plan that is not a LogicalRDD: nothing to free by hand.
+    with contextlib.suppress(Exception):
+        frame._jdf.queryExecution().analyzed().rdd().unpersist(False)  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------------------------------- evaluator
+@dataclass(frozen=True, slots=True)
+class _Tick:
+    """One job's bookkeeping for the current tick."""
+
+    sample: JobSample
+    status: WindowStatus
+
+
+class SparkEvaluator:
+    """Keeps every job's metric window in Spark and evaluates all jobs of a tick in one batch.
+
+    ``evaluate`` must be called from one thread at a time (the daemon's tick).
+    """
+
+    def __init__(self, spark: SparkSession, *, partitions: int | None = None) -> None:
+        self._spark = spark
+        self._partitions = partitions or max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or "4"))
+        self._book = WindowBook()
+        self._window: DataFrame | None = None
+        self._rows_by_job: dict[str, int] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def warm_up(self) -> None:
+        """Run the tick's Spark operations once on two throwaway rows (JIT, codegen, Arrow, workers)."""
+        rows = rows_frame([("warm-up", 0, "v", 0, VertexSample()), ("warm-up", 0, "v", 1, VertexSample())])
+        keep = pd.DataFrame({"job_key": ["warm-up"], "epoch": [0], "start_ms": [0]})
+        frame = self._materialize(None, rows, keep)
+        if frame is not None:
+            collect_aggregates(frame)
+            _release(frame)
+
+    def forget(self, job_keys: Iterable[str]) -> None:
+        """Drop jobs (stopped or removed); their rows leave Spark at the next tick."""
+        keys = list(job_keys)
+        self._book.forget(keys)
+        for key in keys:
+            self._rows_by_job.pop(key, None)
+
+    def window_size(self) -> int:
+        """Rows retained in Spark as of the last tick, minus forgotten jobs."""
+        return sum(self._rows_by_job.values())
+
+    # -- the tick ------------------------------------------------------------------------------
+    def evaluate(
+        self,
+        samples: Sequence[JobSample],
+        now_ms: int,
+        *,
+        restart_times_s: Mapping[str, float] | None = None,
+    ) -> dict[str, JobEvaluation]:
+        """Append this tick's samples, slide every window, aggregate all jobs at once, evaluate each job.
+
+        ``restart_times_s`` (by job key) overrides ``restart.time`` where restart tracking knows better.
+        If Spark fails, the window bookkeeping rolls back so the next tick starts from the rows Spark has.
+        """
+        saved = self._book.copy()
+        ticks = self._observe(samples, now_ms)
+        keep = self._book.retain(now_ms, present=ticks)
+        rows = rows_frame(
+            (key, t.status.epoch, vid, t.sample.ts_ms, t.sample.vertices[vid])
+            for key, t in ticks.items()
+            if t.status.kept
+            for vid in t.sample.topology.vertices
+        )
+        keep_frame = pd.DataFrame(
+            {
+                "job_key": list(keep),
+                "epoch": [epoch for epoch, _ in keep.values()],
+                "start_ms": [start for _, start in keep.values()],
+            }
+        )
+        previous = self._window
+        try:
+            self._window = self._materialize(previous, rows, keep_frame)
+        except BaseException:
+            self._book = saved
+            raise
+        _release(previous)
+        aggregates = collect_aggregates(self._window) if self._window is not None else {}
+        self._rows_by_job = {
+            key: sum(a.samples for a in per_vertex.values()) for key, per_vertex in aggregates.items()
+        }
+        restart = restart_times_s or {}
+        return {
+            key: _job_evaluation(t, aggregates.get(key, {}), restart.get(key)) for key, t in ticks.items()
+        }
+
+    def _observe(self, samples: Sequence[JobSample], now_ms: int) -> dict[str, _Tick]:
+        """Fold each job's sample into its window; of two samples with one job key the newest wins."""
+        latest: dict[str, JobSample] = {}
+        for sample in samples:
+            seen = latest.get(sample.job.key)
+            if seen is None or sample.ts_ms > seen.ts_ms:
+                latest[sample.job.key] = sample
+        ticks: dict[str, _Tick] = {}
+        for sample in latest.values():
+            options = sample.target.options
+            status = self._book.observe(
+                sample.job.key,
+                ts_ms=sample.ts_ms,
+                running_since_ms=sample.running_since_ms,
+                vertex_ids=sample.topology.vertices,
+                metrics_window_ms=_ms(options.metrics_window),
+                stabilization_ms=_ms(options.stabilization_interval),
+                now_ms=now_ms,
+            )
+            ticks[sample.job.key] = _Tick(sample, status)
+        return ticks
+
+    def _materialize(
+        self, previous: DataFrame | None, rows: pd.DataFrame, keep: pd.DataFrame
+    ) -> DataFrame | None:
+        """previous + new rows, semi-joined with ``keep`` on (job, epoch, ts >= start), checkpointed."""
+        from pyspark.sql import functions as F
+
+        if keep.empty:
+            return None
+        frame = previous
+        if not rows.empty:
+            new = _to_spark(self._spark, rows, ROW_DDL)
+            frame = new if frame is None else frame.unionByName(new)
+        if frame is None:
+            return None
+        kept = _to_spark(self._spark, keep, _KEEP_DDL).alias("k")
+        condition = (
+            (F.col("w.job_key") == F.col("k.job_key"))
+            & (F.col("w.epoch") == F.col("k.epoch"))
+            & (F.col("w.ts_ms") >= F.col("k.start_ms"))
+        )
+        window = frame.alias("w").join(F.broadcast(kept), condition, "left_semi")
+        return window.coalesce(self._partitions).localCheckpoint(eager=True)
+
+
+def _ms(delta: Any) -> int:
+    return int(delta.total_seconds() * 1000)
+
+
+def _job_evaluation(
+    tick: _Tick, aggregates: Mapping[VertexId, VertexAggregates], restart_time_s: float | None
+) -> JobEvaluation:
+    """Evaluate upfront whenever the window holds rows; ``not_ready`` says whether it may drive a decision."""
+    sample, status = tick.sample, tick.status
+    vertices: dict[VertexId, VertexEvaluation] = {}
+    backlog = False
+    if aggregates and not status.stabilizing:
+        vertices, backlog = evaluate_vertices(sample, aggregates, sample.target.options, restart_time_s)
+    return JobEvaluation(
+        sample=sample,
+        vertices=vertices,
+        processing_backlog=backlog,
+        window_samples=max((a.samples for a in aggregates.values()), default=0),
+        window_full=status.full,
+        not_ready=status.not_ready,
+    )

@@ -1,0 +1,371 @@
+"""The Spark backend equals the plain-Python oracle: aggregates, windows across ticks, evaluations.
+
+Spark inputs stay tiny; every Spark action costs tens of milliseconds even when warm.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import astuple
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from autoscaler.evaluate import SparkEvaluator, aggregate_window, evaluate_vertices
+from autoscaler.evaluate.spark import ROW_DDL, collect_aggregates, rows_frame, session_conf
+from autoscaler.evaluate.window import WindowBook
+from autoscaler.model import (
+    NAN,
+    Edge,
+    JobEvaluation,
+    JobRef,
+    JobSample,
+    JobTarget,
+    JobTopology,
+    VertexEvaluation,
+    VertexInfo,
+    VertexSample,
+)
+from autoscaler.reasons import Reason
+from autoscaler.settings import AutoscalerOptions, SparkSettings
+
+INF = math.inf
+S = 1000
+T0 = 1_800_000_000_000
+FAST = AutoscalerOptions(metrics_window=timedelta(seconds=30), stabilization_interval=timedelta(0))
+
+
+# ---------------------------------------------------------------------------------------------- builders
+def topology(parallelism: Mapping[str, int], edges: Sequence[tuple[str, str, str]] = ()) -> JobTopology:
+    return JobTopology.build(
+        [VertexInfo(v, v, p, 128) for v, p in parallelism.items()], [Edge(a, b, s) for a, b, s in edges]
+    )
+
+
+TOPOLOGIES = {
+    "a": topology({"src": 2, "work": 4}, [("src", "work", "HASH")]),
+    "b": topology({"src": 1, "mid": 2, "sink": 2}, [("src", "mid", "REBALANCE"), ("mid", "sink", "FORWARD")]),
+    "c": topology({"src": 3}),
+    "d": topology({"src": 1}),
+}
+
+
+def job_sample(
+    name: str,
+    ts_ms: int,
+    vertices: Mapping[str, VertexSample],
+    *,
+    running_since_ms: int = T0,
+    options: AutoscalerOptions = FAST,
+    topo: JobTopology | None = None,
+) -> JobSample:
+    target = JobTarget(JobRef("c1", f"id-{name}", name), options)
+    return JobSample(target, ts_ms, running_since_ms, topo or TOPOLOGIES[name], vertices)
+
+
+def noisy_vertex(rng: random.Random, t_s: float, rate: float) -> VertexSample:
+    """Plausible metrics with holes: NaN, infinite observed TPR, a negative busy time now and then."""
+
+    def hole(x: float, p: float = 0.15) -> float:
+        return NAN if rng.random() < p else x
+
+    return VertexSample(
+        busy_time_ms_per_s=hole(rng.choice([rng.uniform(100, 900), -3.0, 1000.0])),
+        backpressured_ms_per_s=hole(rng.uniform(0, 200)),
+        num_records_in=hole(rate * t_s),
+        num_records_out=hole(0.5 * rate * t_s),
+        accumulated_busy_time_ms=hole(700.0 * t_s),
+        num_records_in_per_s=hole(rng.choice([rate, INF])),
+        pending_records=hole(1000.0 + 50.0 * t_s),
+        observed_tpr=hole(rng.choice([2 * rate, INF]), 0.5),
+    )
+
+
+def close(actual: Any, expected: Any) -> bool:
+    """Dataclasses equal field by field: floats within rel 1e-9 (NaN == NaN), everything else exactly."""
+    pairs = list(zip(astuple(actual), astuple(expected), strict=True))
+    floats = [(x, y) for x, y in pairs if isinstance(y, float)]
+    others = [(x, y) for x, y in pairs if not isinstance(y, float)]
+    return all(x == y for x, y in others) and [x for x, _ in floats] == pytest.approx(
+        [y for _, y in floats], rel=1e-9, nan_ok=True
+    )
+
+
+# ---------------------------------------------------------------------------------------------- oracle path
+class PythonEvaluator:
+    """The oracle path of ``SparkEvaluator``: the same window bookkeeping, aggregation in plain Python."""
+
+    def __init__(self) -> None:
+        self.book = WindowBook()
+        self.rows: dict[str, list[tuple[int, JobSample]]] = {}  # job -> (epoch, sample)
+
+    def evaluate(self, samples: Sequence[JobSample], now_ms: int) -> dict[str, JobEvaluation]:
+        statuses = {}
+        for s in samples:
+            o = s.target.options
+            status = self.book.observe(
+                s.job.key,
+                ts_ms=s.ts_ms,
+                running_since_ms=s.running_since_ms,
+                vertex_ids=s.topology.vertices,
+                metrics_window_ms=int(o.metrics_window.total_seconds() * 1000),
+                stabilization_ms=int(o.stabilization_interval.total_seconds() * 1000),
+                now_ms=now_ms,
+            )
+            statuses[s.job.key] = (s, status)
+            if status.kept:
+                self.rows.setdefault(s.job.key, []).append((status.epoch, s))
+        keep = self.book.retain(now_ms, present=statuses)
+        self.rows = {
+            k: [(e, s) for e, s in rows if e == keep[k][0] and s.ts_ms >= keep[k][1]]
+            for k, rows in self.rows.items()
+            if k in keep
+        }
+        out = {}
+        for key, (sample, status) in statuses.items():
+            rows = self.rows.get(key, [])
+            aggs = {
+                vid: aggregate_window([(s.ts_ms, s.vertices[vid]) for _, s in rows])
+                for vid in sample.topology.vertices
+                if rows
+            }
+            vertices: dict[str, VertexEvaluation] = {}
+            backlog = False
+            if rows and not status.stabilizing:
+                vertices, backlog = evaluate_vertices(sample, aggs, sample.target.options)
+            out[key] = JobEvaluation(sample, vertices, backlog, len(rows), status.full, status.not_ready)
+        return out
+
+    def forget(self, keys: Iterable[str]) -> None:
+        keys = list(keys)
+        self.book.forget(keys)
+        for k in keys:
+            self.rows.pop(k, None)
+
+    def window_size(self) -> int:
+        return sum(len(rows) * len(rows[0][1].topology.vertices) for rows in self.rows.values() if rows)
+
+
+def assert_same(spark_evs: Mapping[str, JobEvaluation], oracle_evs: Mapping[str, JobEvaluation]) -> None:
+    assert spark_evs.keys() == oracle_evs.keys()
+    for key, ours in spark_evs.items():
+        theirs = oracle_evs[key]
+        assert (ours.window_samples, ours.window_full, ours.not_ready, ours.processing_backlog) == (
+            theirs.window_samples,
+            theirs.window_full,
+            theirs.not_ready,
+            theirs.processing_backlog,
+        ), key
+        assert ours.vertices.keys() == theirs.vertices.keys(), key
+        for vid, ev in ours.vertices.items():
+            assert close(ev, theirs.vertices[vid]), (key, vid, ev, theirs.vertices[vid])
+
+
+# ---------------------------------------------------------------------------------------------- no JVM
+@pytest.mark.parametrize(("master", "partitions"), [("local[2]", "4"), ("local[3,2]", "6"), ("local", "2")])
+def test_session_conf_partitions_follow_cores(master: str, partitions: str) -> None:
+    conf = session_conf(SparkSettings(master=master))
+    assert conf["spark.sql.shuffle.partitions"] == conf["spark.default.parallelism"] == partitions
+    assert conf["spark.ui.enabled"] == "false" and conf["spark.sql.session.timeZone"] == "UTC"
+    assert conf["spark.sql.execution.arrow.pyspark.enabled"] == "true"
+
+
+def test_session_conf_user_settings_win_and_connect_gets_runtime_confs_only() -> None:
+    conf = session_conf(
+        SparkSettings(conf={"spark.sql.shuffle.partitions": "7", "spark.driver.memory": "2g"})
+    )
+    assert conf["spark.sql.shuffle.partitions"] == "7" and conf["spark.driver.memory"] == "2g"
+    remote = session_conf(SparkSettings(master="sc://localhost:15002", conf={"spark.driver.memory": "2g"}))
+    assert "spark.ui.enabled" not in remote and "spark.driver.memory" not in remote
+    assert remote["spark.sql.session.timeZone"] == "UTC"
+
+
+# ---------------------------------------------------------------------------------------------- Spark
+def spark_aggregates(
+    spark: Any, rows: list[tuple[str, int, str, int, VertexSample]]
+) -> dict[str, dict[str, Any]]:
+    return collect_aggregates(spark.createDataFrame(rows_frame(rows), ROW_DDL))
+
+
+@pytest.mark.spark
+def test_spark_aggregates_equal_the_oracle(spark: Any) -> None:
+    """NaN holes, infinite and negative values, single points, all-NaN columns, unordered timestamps."""
+    rng = random.Random(7)
+    windows: dict[tuple[str, str], list[tuple[int, VertexSample]]] = {}
+    for job, vertices, n in (("x", ("s", "w"), 6), ("y", ("s",), 1), ("z", ("s", "a", "b"), 4)):
+        for vid in vertices:
+            times = rng.sample(range(0, 120_000, 10_000), n)
+            windows[(job, vid)] = [(T0 + t, noisy_vertex(rng, t / 1000, 100.0)) for t in times]
+    windows[("y", "empty")] = [(T0, VertexSample()), (T0 + 5, VertexSample())]  # nothing measured
+    windows[("y", "inf")] = [
+        (T0, VertexSample(observed_tpr=INF, num_records_in_per_s=-INF, busy_time_ms_per_s=INF))
+    ]
+    rows = [(job, 0, vid, ts, s) for (job, vid), w in windows.items() for ts, s in w]
+    got = spark_aggregates(spark, rows)
+    assert {(j, v) for j, per in got.items() for v in per} == set(windows)
+    for (job, vid), window in windows.items():
+        assert close(got[job][vid], aggregate_window(window)), (job, vid)
+
+
+@pytest.mark.spark
+def test_window_appends_and_drops_across_ticks(spark: Any) -> None:
+    """Append + slide; a restarted job's old rows vanish; an absent job ages out; forget() drops at once."""
+    rng = random.Random(11)
+    ours, oracle = SparkEvaluator(spark), PythonEvaluator()
+    slow = AutoscalerOptions(
+        metrics_window=timedelta(seconds=30), stabilization_interval=timedelta(seconds=15)
+    )
+    b_running = T0
+    sizes = []
+    for tick in range(9):
+        now = T0 + tick * 10 * S
+        if tick == 4:
+            b_running = now - 5 * S  # job b restarted (e.g. rescaled) 5 s ago
+        samples = []
+        for name in ("a", "b", "c", "d"):
+            if (name == "c" and tick >= 5) or (name == "a" and tick >= 7):
+                continue  # c stops reporting; a is forgotten after tick 6
+            vs = {
+                vid: noisy_vertex(rng, tick * 10.0, 100.0 * (i + 1))
+                for i, vid in enumerate(TOPOLOGIES[name].vertices)
+            }
+            samples.append(
+                job_sample(
+                    name,
+                    now,
+                    vs,
+                    running_since_ms=b_running if name == "b" else T0,
+                    options=slow if name == "d" else FAST,
+                )
+            )
+        got, want = ours.evaluate(samples, now), oracle.evaluate(samples, now)
+        assert_same(got, want)
+        assert ours.window_size() == oracle.window_size()
+        sizes.append(ours.window_size())
+        if tick == 6:
+            ours.forget(["c1/a"])
+            oracle.forget(["c1/a"])
+            assert ours.window_size() == sizes[-1] - 8  # a: 4 samples x 2 vertices, gone at once
+        if tick in (0, 1):
+            assert got["c1/d"].not_ready is Reason.STABILIZING and got["c1/d"].vertices == {}
+        if tick == 1:
+            assert (
+                got["c1/a"].not_ready is Reason.WINDOW_NOT_FULL and got["c1/a"].vertices
+            )  # evaluated upfront
+        if tick == 3:
+            assert got["c1/a"].not_ready is None and got["c1/a"].window_samples == 4
+        if tick == 4:
+            assert got["c1/b"].window_samples == 1 and got["c1/b"].not_ready is Reason.WINDOW_NOT_FULL
+    # a: 2 vertices, b: 3, c: 1, d: 1 (stabilizing until 15 s, so from tick 2); window = 4 samples.
+    # tick 4: b restarted -> 1 sample; tick 5+: c absent and ageing out; tick 7+: a forgotten.
+    assert sizes == [6, 12, 19, 26, 18, 21, 23, 17, 16]
+
+
+@pytest.mark.spark
+def test_evaluate_end_to_end_integration_case(spark: Any) -> None:
+    """Work does 1250 rec/s per subtask at p=1; the source reads 1250/s and its lag grows 750/s -> 3."""
+    topo = topology({"src": 1, "work": 1}, [("src", "work", "REBALANCE")])
+    ev = SparkEvaluator(spark)
+    evs: dict[str, JobEvaluation] = {}
+    for tick in range(4):
+        t = tick * 10.0
+        vertices = {
+            "src": VertexSample(
+                busy_time_ms_per_s=100.0,
+                num_records_in=1250.0 * t,
+                num_records_out=1250.0 * t,
+                num_records_in_per_s=1250.0,
+                pending_records=1000.0 + 750.0 * t,
+            ),
+            "work": VertexSample(
+                busy_time_ms_per_s=1000.0, num_records_in=1250.0 * t, num_records_in_per_s=1250.0
+            ),
+        }
+        evs = ev.evaluate([job_sample("e2e", T0 + tick * 10 * S, vertices, topo=topo)], T0 + tick * 10 * S)
+    job = evs["c1/e2e"]
+    assert job.not_ready is None and job.window_full and job.window_samples == 4
+    work = job.vertices["work"]
+    assert work.target_data_rate == pytest.approx(2000.0)
+    assert work.true_processing_rate == pytest.approx(1250.0)
+    assert (work.target_parallelism, work.outside_band) == (3, True)
+
+
+@pytest.mark.spark
+def test_warm_up_and_empty_ticks(spark: Any) -> None:
+    ev = SparkEvaluator(spark)
+    ev.warm_up()
+    assert ev.window_size() == 0
+    assert ev.evaluate([], T0) == {}
+    assert ev.window_size() == 0
+
+
+@pytest.mark.spark
+def test_superseded_checkpoints_are_released(spark: Any) -> None:
+    """A months-long loop must not pile up one stored window per tick."""
+    storage = spark.sparkContext._jsc.sc()
+    before = len(storage.getRDDStorageInfo())
+    ev = SparkEvaluator(spark)
+    for tick in range(5):
+        now = T0 + tick * 10 * S
+        ev.evaluate([job_sample("c", now, {"src": VertexSample(num_records_in=float(tick))})], now)
+    assert len(storage.getRDDStorageInfo()) <= before + 1
+
+
+_value = st.one_of(
+    st.sampled_from([NAN, INF, -INF, 0.0]),
+    st.integers(-4_000_000, 4_000_000).map(lambda i: i / 4),  # exact in binary: sums are order-free
+)
+_sample = st.builds(VertexSample, *([_value] * 8))
+_window = st.lists(
+    st.tuples(st.integers(0, 10**6), _sample), min_size=1, max_size=6, unique_by=lambda x: x[0]
+)
+
+
+@pytest.mark.spark
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.dictionaries(st.tuples(st.sampled_from("jk"), st.sampled_from("uvw")), _window, min_size=1, max_size=4)
+)
+def test_spark_equals_oracle_on_random_windows(
+    spark: Any, windows: dict[tuple[str, str], list[tuple[int, VertexSample]]]
+) -> None:
+    rows = [(job, 0, vid, ts, s) for (job, vid), w in windows.items() for ts, s in w]
+    got = spark_aggregates(spark, rows)
+    for (job, vid), window in windows.items():
+        assert close(got[job][vid], aggregate_window(window)), (job, vid, window)
+
+
+@pytest.mark.spark
+def test_failed_tick_rolls_back_the_window_book(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Spark failure must not leave the bookkeeping ahead of the rows Spark holds: the retry counts."""
+    ev = SparkEvaluator(spark)
+    tick = [
+        job_sample("c", T0 + i * 10 * S, {"src": VertexSample(num_records_in=i * 100.0, pending_records=0.0)})
+        for i in range(2)
+    ]
+    ev.evaluate([tick[0]], T0)
+
+    def broken(*_: Any) -> None:
+        raise RuntimeError("executor lost")
+
+    with monkeypatch.context() as m:
+        m.setattr(ev, "_materialize", broken)
+        with pytest.raises(RuntimeError):
+            ev.evaluate([tick[1]], T0 + 10 * S)
+    job = ev.evaluate([tick[1]], T0 + 10 * S)["c1/c"]  # the retry of the same sample is kept
+    assert job.window_samples == 2 and ev.window_size() == 2
+    assert job.vertices["src"].target_data_rate == pytest.approx(10.0)
+
+
+@pytest.mark.spark
+def test_duplicate_job_key_in_one_tick_keeps_the_newest_sample(spark: Any) -> None:
+    ev = SparkEvaluator(spark)
+    old = job_sample("c", T0 - 5 * S, {"src": VertexSample(num_records_in=1.0)})
+    new = job_sample("c", T0, {"src": VertexSample(num_records_in=2.0)})
+    evs = ev.evaluate([new, old], T0)
+    assert list(evs) == ["c1/c"] and evs["c1/c"].sample is new and ev.window_size() == 1

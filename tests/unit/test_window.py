@@ -1,0 +1,153 @@
+"""Window bookkeeping (flink-autoscaler.md §1.4): stabilization, sliding, resets, full-window timing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autoscaler.evaluate.window import WindowBook, WindowStatus
+from autoscaler.reasons import Reason
+
+S = 1000  # ms
+M = 60 * S
+RUNNING = 1_000 * M  # the job reached RUNNING here
+V = ("src", "sink")
+
+
+def feed(book: WindowBook, t_ms: int, key: str = "j", **kw: Any) -> WindowStatus:
+    """One sample at `t_ms`, observed at `now_ms` (default: the same instant), defaults 5 min / 15 min."""
+    now_ms = kw.pop("now_ms", t_ms)
+    args: dict[str, Any] = {
+        "running_since_ms": RUNNING,
+        "vertex_ids": V,
+        "metrics_window_ms": 15 * M,
+        "stabilization_ms": 5 * M,
+        **kw,
+    }
+    return book.observe(key, ts_ms=t_ms, now_ms=now_ms, **args)
+
+
+def test_samples_during_stabilization_do_not_count() -> None:
+    book = WindowBook()
+    st = feed(book, RUNNING + 1 * M)
+    assert (st.stabilizing, st.kept, st.samples, st.not_ready) == (True, False, 0, Reason.STABILIZING)
+    st = feed(book, RUNNING + 5 * M - 1)
+    assert st.stabilizing and not st.kept
+    st = feed(book, RUNNING + 5 * M)  # at stableTime: counts (first sample at/after it)
+    assert (st.stabilizing, st.kept, st.samples, st.not_ready) == (False, True, 1, Reason.WINDOW_NOT_FULL)
+    assert st.start_ms == RUNNING + 5 * M
+
+
+def test_full_window_timing() -> None:
+    """windowFullTime = first sample after stabilization + metrics.window (here 5m30s + 15m)."""
+    book = WindowBook()
+    first = RUNNING + 5 * M + 30 * S
+    feed(book, first)
+    st = None
+    for t in range(first + 10 * S, first + 15 * M, 10 * S):
+        st = feed(book, t)
+        assert not st.full and st.not_ready is Reason.WINDOW_NOT_FULL
+    st = feed(book, first + 15 * M)
+    assert st.full and st.not_ready is None
+    assert st.samples == 91  # 15 min of 10 s samples, both ends included
+    assert st.start_ms == first  # now - window = first: still kept (>=)
+
+
+def test_sliding_window_drops_old_samples() -> None:
+    book = WindowBook()
+    first = RUNNING + 5 * M
+    for t in range(first, first + 20 * M + 1, M):
+        st = feed(book, t)
+    assert st.start_ms == first + 5 * M  # now - 15m
+    window = book.get("j")
+    assert window is not None and window.timestamps[0] == first + 5 * M and st.samples == 16
+
+
+def test_full_but_too_few_samples_is_not_ready() -> None:
+    """At least 2 samples are needed even when the window's time span is full."""
+    book = WindowBook()
+    first = RUNNING + 5 * M
+    feed(book, first)
+    st = feed(book, first + 16 * M)  # the first one aged out
+    assert st.full and st.samples == 1 and st.not_ready is Reason.WINDOW_NOT_FULL
+
+
+def test_restart_resets_the_window() -> None:
+    """A later RUNNING timestamp (restart or rescale) clears the history and stabilizes again."""
+    book = WindowBook()
+    first = RUNNING + 5 * M
+    for t in range(first, first + 16 * M, M):
+        before = feed(book, t)
+    assert before.full
+    restarted = RUNNING + 30 * M
+    st = feed(book, restarted + 10 * S, running_since_ms=restarted)
+    assert st.reset and st.epoch != before.epoch
+    assert (st.stabilizing, st.samples, st.full) == (True, 0, False)
+    st = feed(book, restarted + 5 * M, running_since_ms=restarted)
+    assert not st.reset and st.samples == 1 and st.start_ms == restarted + 5 * M
+
+
+def test_earlier_running_timestamp_does_not_reset() -> None:
+    book = WindowBook()
+    feed(book, RUNNING + 5 * M)
+    st = feed(book, RUNNING + 6 * M, running_since_ms=RUNNING - M)
+    assert not st.reset and st.samples == 2
+
+
+def test_topology_change_resets_the_window() -> None:
+    book = WindowBook()
+    feed(book, RUNNING + 5 * M)
+    st = feed(book, RUNNING + 6 * M, vertex_ids=("src", "mid", "sink"))
+    assert st.reset and st.samples == 1  # same RUNNING time, already stable: counts at once
+    assert not feed(book, RUNNING + 7 * M, vertex_ids=("sink", "mid", "src")).reset  # order is irrelevant
+
+
+def test_duplicate_or_reordered_samples_are_not_kept() -> None:
+    book = WindowBook()
+    feed(book, RUNNING + 6 * M)
+    assert not feed(book, RUNNING + 6 * M).kept
+    st = feed(book, RUNNING + 5 * M + 30 * S, now_ms=RUNNING + 6 * M)
+    assert not st.kept and st.samples == 1
+
+
+def test_option_changes_apply_to_the_running_window() -> None:
+    book = WindowBook()
+    first = RUNNING + 5 * M
+    for t in range(first, first + 10 * M + 1, M):
+        feed(book, t)
+    st = feed(book, first + 11 * M, metrics_window_ms=5 * M)
+    assert st.full and st.samples == 6 and st.start_ms == first + 6 * M
+
+
+def test_retain_keeps_absent_jobs_until_their_rows_age_out() -> None:
+    book = WindowBook()
+    first = RUNNING + 5 * M
+    feed(book, first, key="a")
+    feed(book, first, key="b")
+    feed(book, RUNNING, key="c")  # stabilizing: no rows yet
+    keep = book.retain(first + M, present=["a", "c"])
+    assert set(keep) == {"a", "b", "c"}  # b is absent but still holds a row
+    assert keep["a"] == (book.get("a").epoch, first)  # type: ignore[union-attr]
+    keep = book.retain(first + 16 * M, present=["a", "c"])
+    assert set(keep) == {"a", "c"} and "b" not in book  # b's last row aged out: forgotten
+
+
+def test_forget_and_epochs_are_never_reused() -> None:
+    book = WindowBook()
+    e1 = feed(book, RUNNING + 5 * M).epoch
+    book.forget(["j", "unknown"])
+    assert "j" not in book and len(book) == 0
+    e2 = feed(book, RUNNING + 6 * M).epoch
+    assert e2 != e1  # rows of the forgotten epoch can never match again
+
+
+def test_copy_is_an_independent_snapshot() -> None:
+    book = WindowBook()
+    feed(book, RUNNING + 5 * M)
+    snapshot = book.copy()
+    feed(book, RUNNING + 6 * M)
+    feed(book, RUNNING + 6 * M, key="other")
+    assert snapshot.get("j").timestamps == (RUNNING + 5 * M,)  # type: ignore[union-attr]
+    assert "other" not in snapshot
+    other = book.get("other")
+    assert other is not None
+    assert feed(snapshot, RUNNING + 7 * M, key="other").epoch == other.epoch  # the counter rolled back too
