@@ -19,6 +19,7 @@ from typing import Protocol
 
 import httpx
 import structlog
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEvent
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from autoscaler.clock import Clock, SystemClock
@@ -412,6 +413,7 @@ class Daemon:
             misfire_grace_time=max(1, int(interval_s)),
             next_run_time=datetime.now(UTC),
         )
+        scheduler.add_listener(self._on_skipped_tick, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
         scheduler.start()
         log.info("daemon_started", clusters=[c.settings.name for c in self._clusters], interval_s=interval_s)
         try:
@@ -421,6 +423,15 @@ class Daemon:
             async with self._tick_lock:  # let a running tick finish so its state is saved
                 pass
             log.info("daemon_stopped")
+
+    def _on_skipped_tick(self, event: JobEvent) -> None:
+        """A tick that overran its interval makes the next one wait; count it so it shows on dashboards."""
+        self.metrics.ticks_skipped.inc()
+        log.info(
+            "tick_skipped",
+            reason="previous tick still running",
+            interval_s=self.settings.control_loop_interval.total_seconds(),
+        )
 
     async def _scheduled_tick(self) -> None:
         try:

@@ -82,12 +82,14 @@ def decide(evaluation: JobEvaluation, state: JobState, options: AutoscalerOption
 
     changes, delayed = _vertex_changes(evaluation, state, options, now_ms)
     new_state = replace(state, delayed_scale_down=delayed)
-    outside = [v.vertex for v in evaluation.vertices.values() if v.outside_band and not _excluded(v, options)]
+    # Reference ScalingExecutor: only a vertex that would change counts as outside its band. A vertex
+    # stuck at a limit (e.g. p=1 with far more capacity than needed) must not hold the gate open, or
+    # every in-band recommendation of the other vertices would be applied on every tick.
+    outside = [vid for vid in changes if evaluation.vertices[vid].outside_band]
     if not outside:
-        return no(Reason.IN_BAND, "all vertex processing rates are within target", new_state)
-    if not changes:
-        if delayed:
-            first = min(d.first_trigger_ms for d in delayed.values())
+        held = [vid for vid in delayed if evaluation.vertices[vid].outside_band]
+        if held:
+            first = min(delayed[vid].first_trigger_ms for vid in held)
             wait_s = max(0, first + _ms(options.scale_down_interval) - now_ms) / 1000
             return no(
                 Reason.SCALE_DOWN_DELAYED,
@@ -95,9 +97,7 @@ def decide(evaluation: JobEvaluation, state: JobState, options: AutoscalerOption
                 new_state,
             )
         return no(
-            Reason.IN_BAND,
-            "vertices outside their band already run at the recommended parallelism",
-            new_state,
+            Reason.IN_BAND, "all vertices that could change are within their utilization band", new_state
         )
     if not options.scaling_enabled:
         return Decision(

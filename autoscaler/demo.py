@@ -29,7 +29,7 @@ __all__ = ["DEMO_OPTIONS", "demo_settings", "run_demo"]
 DEMO_OPTIONS: dict[str, str] = {
     "job.autoscaler.enabled": "true",
     "job.autoscaler.metrics.window": "60 s",
-    "job.autoscaler.stabilization.interval": "20 s",
+    "job.autoscaler.stabilization.interval": "60 s",  # covers Flink's 60 s meter ramp after a restart
     "job.autoscaler.scale-down.interval": "60 s",
     "job.autoscaler.restart.time": "10 s",
     "job.autoscaler.catch-up.duration": "5 min",

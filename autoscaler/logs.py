@@ -35,3 +35,5 @@ def configure_logging(fmt: Literal["console", "json"] = "console", level: str = 
     )
     for noisy in ("py4j", "apscheduler", "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(max(numeric, logging.WARNING))
+    # The daemon logs and counts skipped ticks itself (tick_skipped, flink_autoscaler_ticks_skipped_total).
+    logging.getLogger("apscheduler.scheduler").setLevel(max(numeric, logging.ERROR))

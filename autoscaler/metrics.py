@@ -68,6 +68,9 @@ class MetricsReporter:
             "flink_autoscaler_errors", "Errors by cluster and reason", ("cluster", "reason"), registry=r
         )
         self.ticks = Counter("flink_autoscaler_ticks", "Control-loop ticks run", registry=r)
+        self.ticks_skipped = Counter(
+            "flink_autoscaler_ticks_skipped", "Ticks skipped because the previous one overran", registry=r
+        )
         self.tick_seconds = Histogram(
             "flink_autoscaler_tick_duration_seconds",
             "Duration of a whole tick",

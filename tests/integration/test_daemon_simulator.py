@@ -20,9 +20,9 @@ from autoscaler.metrics import MetricsReporter
 from autoscaler.reasons import Reason
 from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.simulator.engine import SimCluster
+from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.server import SimulatorServer
 from autoscaler.simulator.spec import Constant, SimClusterSpec
-from autoscaler.simulator.scenarios import work_job
 from autoscaler.state import MemoryStateStore
 
 pytestmark = pytest.mark.spark
@@ -37,7 +37,9 @@ SHORT_WINDOWS = {
 
 
 class Harness:
-    def __init__(self, spark: Any, options: dict[str, str], extra_clusters: list[ClusterSettings] = ()) -> None:
+    def __init__(
+        self, spark: Any, options: dict[str, str], extra_clusters: list[ClusterSettings] = ()
+    ) -> None:
         self.clock = FakeClock()
         self.sim = SimCluster(SimClusterSpec(slots=8), self.clock)
         self.server = SimulatorServer(self.sim).start()
@@ -50,8 +52,14 @@ class Harness:
             metrics_address="",
             autoscaler=options,
         )
-        self.daemon = Daemon(settings, evaluator=SparkEvaluator(spark), clock=self.clock, state=self.state,
-                             events=self.events, metrics=self.metrics)
+        self.daemon = Daemon(
+            settings,
+            evaluator=SparkEvaluator(spark),
+            clock=self.clock,
+            state=self.state,
+            events=self.events,
+            metrics=self.metrics,
+        )
         self.reports: list[TickReport] = []
 
     async def run(self, seconds: float) -> None:
@@ -93,7 +101,9 @@ async def test_under_provisioned_work_vertex_reaches_3_in_one_rescale_and_the_ba
     assert h.sim.parallelism(job_id)["Work"] == 3
     assert h.outcomes("load-job").count(Reason.SCALING) == 1
     assert h.sim.backlog(job_id) < 2000.0 * TICK_S  # drained: at most one tick's arrivals waiting
-    assert {Reason.SCALING_REPORT, Reason.SCALING, Reason.SCALING_CONFIRMED} <= set(h.events.reasons("sim/load-job"))
+    assert {Reason.SCALING_REPORT, Reason.SCALING, Reason.SCALING_CONFIRMED} <= set(
+        h.events.reasons("sim/load-job")
+    )
     # The decision was recorded and confirmed with the restart it took.
     (record,) = h.state.load("sim/load-job").history
     assert record.changes[work] == (1, 3) and record.confirmed_ms is not None
@@ -101,9 +111,12 @@ async def test_under_provisioned_work_vertex_reaches_3_in_one_rescale_and_the_ba
     labels = {"cluster": "sim", "job": "load-job", "vertex": work, "vertex_name": "Work"}
     assert h.metrics.registry.get_sample_value("flink_autoscaler_vertex_parallelism", labels) == 3
     assert h.metrics.registry.get_sample_value("flink_autoscaler_vertex_recommended_parallelism", labels) == 3
-    assert h.metrics.registry.get_sample_value(
-        "flink_autoscaler_scalings_total", {"cluster": "sim", "job": "load-job"}
-    ) == 1
+    assert (
+        h.metrics.registry.get_sample_value(
+            "flink_autoscaler_scalings_total", {"cluster": "sim", "job": "load-job"}
+        )
+        == 1
+    )
     await h.close()
 
 
@@ -124,8 +137,9 @@ async def test_a_dead_cluster_and_a_disabled_job_do_not_stop_the_others(harness)
     dead = ClusterSettings(name="dead", rest_url="http://127.0.0.1:9")  # discard port: connection refused
     h = harness(extra_clusters=[dead])
     busy = h.sim.submit(work_job(name="busy", input_rate=Constant(rate=2000.0)))
-    off = h.sim.submit(work_job(name="off", input_rate=Constant(rate=2000.0),
-                                job_config={"job.autoscaler.enabled": "false"}))
+    off = h.sim.submit(
+        work_job(name="off", input_rate=Constant(rate=2000.0), job_config={"job.autoscaler.enabled": "false"})
+    )
 
     await h.run(5 * 60)
 

@@ -34,6 +34,14 @@ def test_nothing_changes_while_every_vertex_is_in_band():
     assert outcome(ev) == (Reason.IN_BAND, {})
 
 
+def test_vertex_outside_band_at_its_limit_does_not_open_the_gate_for_others():
+    # The source runs at p=1 with far more capacity than needed (outside its band, cannot go lower):
+    # Work's in-band recommendation must not be applied because of it.
+    at_limit = vertex_eval("src", 1, 1, outside_band=True)
+    ev = make_evaluation([at_limit, vertex_eval("work", 3, 4, outside_band=False)])
+    assert outcome(ev) == (Reason.IN_BAND, {})
+
+
 def test_in_band_vertex_changes_along_with_one_outside():
     ev = make_evaluation(
         [vertex_eval("a", 4, 5, outside_band=False), vertex_eval("b", 1, 2, outside_band=True)]
