@@ -6,9 +6,12 @@ Builders take plain values with sensible defaults so a test states only what it 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import httpx
 
 from autoscaler.flink.models import ParallelismBounds
 from autoscaler.model import (
@@ -25,7 +28,15 @@ from autoscaler.model import (
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 
-__all__ = ["RecordingRequirementsClient", "make_evaluation", "make_sample", "make_topology", "vertex_eval"]
+__all__ = [
+    "FaultyTransport",
+    "RecordingRequirementsClient",
+    "StubEvaluator",
+    "make_evaluation",
+    "make_sample",
+    "make_topology",
+    "vertex_eval",
+]
 
 JOB = JobRef(cluster="c1", job_id="0" * 32, name="job")
 
@@ -132,3 +143,66 @@ class RecordingRequirementsClient:
             raise ValueError(f"partial body, missing {sorted(missing)}")
         self.puts.append(dict(requirements))
         self.requirements = {vid: replace(b) for vid, b in requirements.items()}
+
+
+class StubEvaluator:
+    """An evaluator that recommends fixed parallelisms by vertex name (no Spark), for daemon tests.
+
+    Vertices named in ``targets`` are outside their band and recommended that parallelism; the rest
+    are in band. ``fail=True`` makes every evaluation raise, as a broken Spark session would.
+    """
+
+    def __init__(self, targets: Mapping[str, int] | None = None, *, fail: bool = False) -> None:
+        self.targets = dict(targets or {})
+        self.fail = fail
+        self.calls: list[list[str]] = []
+        self.forgotten: list[str] = []
+
+    def evaluate(self, samples: Sequence[JobSample], now_ms: int) -> dict[str, JobEvaluation]:
+        self.calls.append([s.job.key for s in samples])
+        if self.fail:
+            raise RuntimeError("Spark session is gone")
+        out = {}
+        for s in samples:
+            vertices = {}
+            for vid, info in s.topology.vertices.items():
+                target = self.targets.get(info.name, info.parallelism)
+                vertices[vid] = vertex_eval(
+                    vid,
+                    info.parallelism,
+                    target,
+                    outside_band=info.name in self.targets,
+                    max_parallelism=info.max_parallelism,
+                )
+            out[s.job.key] = JobEvaluation(
+                s, vertices, processing_backlog=False, window_samples=10, window_full=True
+            )
+        return out
+
+    def forget(self, job_keys: Sequence[str]) -> None:
+        self.forgotten.extend(job_keys)
+
+
+class FaultyTransport(httpx.AsyncBaseTransport):
+    """Wraps a transport and answers chosen requests with a fault instead.
+
+    ``faults`` maps ``(METHOD, path regex)`` to an ``httpx.Response``, an exception to raise, or a
+    callable returning either. Every request is recorded in ``requests``.
+    """
+
+    def __init__(
+        self, inner: httpx.AsyncBaseTransport, faults: Mapping[tuple[str, str], Any] | None = None
+    ) -> None:
+        self.inner = inner
+        self.faults = dict(faults or {})
+        self.requests: list[tuple[str, str]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append((request.method, request.url.path))
+        for (method, pattern), fault in self.faults.items():
+            if request.method == method and re.fullmatch(pattern, request.url.path):
+                fault = fault(request) if callable(fault) and not isinstance(fault, type) else fault
+                if isinstance(fault, BaseException):
+                    raise fault
+                return fault
+        return await self.inner.handle_async_request(request)

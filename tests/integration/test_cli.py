@@ -1,0 +1,100 @@
+"""The command line as an operator uses it: check-config, clear config errors, and `run` as a real
+process against the simulator over HTTP, scraped on /metrics and stopped with SIGTERM."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from autoscaler.cli import main
+from autoscaler.clock import SystemClock
+from autoscaler.simulator.engine import SimCluster
+from autoscaler.simulator.scenarios import work_job
+from autoscaler.simulator.server import SimulatorServer
+from autoscaler.simulator.spec import SimClusterSpec
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "example.yaml"
+
+
+def test_check_config_accepts_the_shipped_example(capsys):
+    assert main(["check-config", str(EXAMPLE)]) == 0
+    out = capsys.readouterr().out
+    assert "OK (1 cluster(s))" in out and "job.autoscaler.metrics.window: 15 min" in out
+
+
+def test_invalid_config_exits_2_naming_the_key(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "clusters:\n  - name: p\n    rest_url: http://jm:8081\n"
+        "autoscaler:\n  job.autoscaler.utilization.target: 3\n"
+    )
+    assert main(["check-config", str(bad)]) == 2
+    assert "job.autoscaler.utilization.target" in capsys.readouterr().err
+    assert main(["run", "--config", str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read config file" in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _metrics(url: str) -> dict[str, float]:
+    text = httpx.get(url, timeout=5).text
+    return {
+        f"{s.name}{sorted(s.labels.items())}": s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+@pytest.mark.spark
+def test_run_scrapes_serves_metrics_and_stops_cleanly_on_sigterm(tmp_path):
+    sim = SimCluster(SimClusterSpec(), SystemClock())
+    sim.submit(work_job(name="load-job"))
+    port = _free_port()
+    with SimulatorServer(sim) as server:
+        config = tmp_path / "config.yaml"
+        config.write_text(
+            f"clusters:\n  - name: sim\n    rest_url: {server.url}\n"
+            f"control_loop_interval: 1 s\nmetrics_address: 127.0.0.1:{port}\nlog_format: json\n"
+            "spark:\n  master: local[1]\nautoscaler:\n  job.autoscaler.enabled: true\n"
+        )
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+        log = (tmp_path / "daemon.log").open("w")  # a file, so a chatty daemon can never block on a pipe
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "autoscaler", "run", "--config", str(config)],
+            stdout=log,
+            stderr=log,
+            text=True,
+            env=env,
+        )
+        try:
+            url, deadline, seen = f"http://127.0.0.1:{port}/metrics", time.monotonic() + 180, {}
+            while time.monotonic() < deadline and seen.get("flink_autoscaler_ticks_total[]", 0) < 3:
+                assert proc.poll() is None, (tmp_path / "daemon.log").read_text()[-2000:]
+                with contextlib.suppress(httpx.TransportError):  # not listening yet
+                    seen = _metrics(url)
+                time.sleep(0.5)
+            assert seen.get("flink_autoscaler_ticks_total[]", 0) >= 3
+            assert seen["flink_autoscaler_jobs[('cluster', 'sim')]"] == 1
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            log.close()
+    stderr = (tmp_path / "daemon.log").read_text()
+    assert proc.returncode == 0, stderr[-2000:]
+    assert '"event": "daemon_stopped"' in stderr

@@ -1,0 +1,212 @@
+"""The daemon's tick under bad input: every failure stays with its cluster or job, nothing scales on
+partial data, and state is never lost. The simulator answers in-process; a stub evaluator stands in
+for Spark so each case states only the recommendation it needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from autoscaler.clock import FakeClock
+from autoscaler.daemon import Daemon
+from autoscaler.events import EventLog
+from autoscaler.metrics import MetricsReporter
+from autoscaler.plugins import ScalingExecutorPlugin
+from autoscaler.reasons import Reason
+from autoscaler.settings import ClusterSettings, Settings
+from autoscaler.simulator.engine import SimCluster
+from autoscaler.simulator.rest import transport
+from autoscaler.simulator.scenarios import work_job
+from autoscaler.simulator.spec import Constant, SimClusterSpec
+from autoscaler.state import MemoryStateStore
+from autoscaler.testing import FaultyTransport, StubEvaluator
+
+OPTIONS = {"job.autoscaler.enabled": "true"}
+
+
+class World:
+    """Two simulated clusters ("a", "b") with one job each, a daemon, and the recorders."""
+
+    def __init__(
+        self,
+        evaluator: StubEvaluator,
+        faults: dict[str, dict[tuple[str, str], Any]] | None = None,
+        plugins: tuple[ScalingExecutorPlugin, ...] = (),
+        confirm_timeout_s: float = 300,
+    ) -> None:
+        self.clock = FakeClock()
+        self.sims = {
+            name: SimCluster(SimClusterSpec(cooldown_after_rescaling_s=0), self.clock) for name in "ab"
+        }
+        self.jobs = {
+            name: sim.submit(work_job(name=f"job-{name}", input_rate=Constant(rate=2000.0)))
+            for name, sim in self.sims.items()
+        }
+        self.transports = {
+            name: FaultyTransport(transport(sim), (faults or {}).get(name)) for name, sim in self.sims.items()
+        }
+        self.events, self.state, self.metrics = EventLog(), MemoryStateStore(), MetricsReporter()
+        self.evaluator = evaluator
+        settings = Settings(
+            clusters=[ClusterSettings(name=n, rest_url=f"http://{n}.invalid:8081") for n in self.sims],
+            autoscaler=OPTIONS,
+            metrics_address="",
+            confirm_timeout=timedelta(seconds=confirm_timeout_s),
+        )
+        self.daemon = Daemon(
+            settings,
+            evaluator=evaluator,
+            clock=self.clock,
+            state=self.state,
+            events=self.events,
+            metrics=self.metrics,
+            plugins=plugins,
+            transports=self.transports,
+        )
+
+    async def tick(self, seconds: float = 10) -> Any:
+        self.clock.advance(seconds)
+        return await self.daemon.run_tick()
+
+    def puts(self, cluster: str) -> list[str]:
+        return [p for m, p in self.transports[cluster].requests if m == "PUT"]
+
+    def error_count(self, cluster: str, reason: Reason) -> float | None:
+        return self.metrics.registry.get_sample_value(
+            "flink_autoscaler_errors_total", {"cluster": cluster, "reason": str(reason)}
+        )
+
+
+def _flink_500() -> httpx.Response:
+    return httpx.Response(500, json={"errors": ["java.lang.IllegalStateException: boom\n\tat x.y(Z.java:1)"]})
+
+
+async def test_a_cluster_answering_500_is_counted_and_the_other_cluster_scales():
+    w = World(StubEvaluator({"Work": 3}), faults={"a": {("GET", "/jobs/overview"): _flink_500()}})
+    report = await w.tick()
+    assert "HTTP 500" in report.cluster_errors["a"] and "boom" in report.cluster_errors["a"]
+    assert w.error_count("a", Reason.AUTOSCALER_ERROR) == 1
+    assert [o.job.name for o in report.outcomes] == ["job-b"] and report.outcomes[0].outcome is Reason.SCALING
+    assert w.puts("a") == [] and len(w.puts("b")) == 1
+
+
+async def test_unreachable_cluster_keeps_its_jobs_state():
+    w = World(StubEvaluator({"Work": 3}))
+    await w.tick()
+    state_before = w.state.load("a/job-a")
+    assert state_before.pending is not None
+    w.transports["a"].faults[("GET", ".*")] = httpx.ConnectError("connection refused")
+    report = await w.tick()
+    assert "a" in report.cluster_errors
+    assert w.state.load("a/job-a") == state_before
+    assert "a/job-a" not in w.evaluator.forgotten
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        httpx.Response(200, content=b"{not json"),
+        httpx.Response(200, json={"unexpected": True}),
+        httpx.ReadTimeout("slow"),
+    ],
+)
+async def test_malformed_or_missing_metrics_mean_no_scaling_for_that_job_only(fault):
+    w = World(
+        StubEvaluator({"Work": 3}),
+        faults={"a": {("GET", r"/jobs/[0-9a-f]+/vertices/.*/subtasks/metrics"): fault}},
+    )
+    report = await w.tick()
+    outcomes = {o.job.name: o.outcome for o in report.outcomes}
+    assert outcomes["job-a"] in (Reason.PARTIAL_METRICS, Reason.CLUSTER_UNREACHABLE)
+    assert outcomes["job-b"] is Reason.SCALING
+    assert w.puts("a") == []
+    assert w.evaluator.calls == [["b/job-b"]]  # partial data never reaches the evaluator
+
+
+async def test_evaluator_failure_scales_nothing_and_reports_an_error_event():
+    w = World(StubEvaluator({"Work": 3}, fail=True))
+    report = await w.tick()
+    assert {o.outcome for o in report.outcomes} == {Reason.AUTOSCALER_ERROR}
+    assert w.puts("a") == w.puts("b") == []
+    assert Reason.AUTOSCALER_ERROR in w.events.reasons("a/job-a")
+
+
+async def test_a_raising_plugin_vetoes_and_nothing_is_put():
+    class Broken(ScalingExecutorPlugin):
+        name = "broken"
+
+        def apply(self, context, changes):
+            raise KeyError("bug in plugin")
+
+    w = World(StubEvaluator({"Work": 3}), plugins=(Broken(),))
+    report = await w.tick()
+    assert {o.outcome for o in report.outcomes} == {Reason.SCALING_VETOED}
+    assert w.puts("a") == w.puts("b") == []
+    vetoes = [e for e in w.events.events("a/job-a") if e.reason is Reason.SCALING_VETOED]
+    assert vetoes and "broken" in vetoes[0].message
+
+
+async def test_a_rejected_put_is_an_error_and_leaves_no_pending_rescale():
+    rejected = httpx.Response(
+        400,
+        json={
+            "errors": [
+                "org.apache.flink.runtime.rest.handler.RestHandlerException: Job vertex [x] was not found in the JobGraph."
+            ]
+        },
+    )
+    w = World(StubEvaluator({"Work": 3}), faults={"a": {("PUT", r".*/resource-requirements"): rejected}})
+    report = await w.tick()
+    outcomes = {o.job.name: o for o in report.outcomes}
+    assert outcomes["job-a"].outcome is Reason.AUTOSCALER_ERROR and "HTTP 400" in outcomes["job-a"].detail
+    assert w.state.load("a/job-a").pending is None and w.state.load("a/job-a").history == ()
+    assert outcomes["job-b"].outcome is Reason.SCALING
+
+
+async def test_a_rescale_flink_never_applies_is_reported_stuck_then_decided_again():
+    swallowed = httpx.Response(200, json={})  # Flink accepted the PUT but the job never restarts
+    w = World(
+        StubEvaluator({"Work": 3}),
+        faults={"a": {("PUT", r".*/resource-requirements"): swallowed}},
+        confirm_timeout_s=60,
+    )
+    await w.tick()
+    assert w.state.load("a/job-a").pending is not None
+    for _ in range(5):
+        report = await w.tick()
+        assert report.for_job("job-a").outcome is Reason.RESCALE_IN_FLIGHT
+    await w.tick(seconds=20)
+    assert Reason.RESCALE_STUCK in w.events.reasons("a/job-a")
+    assert len(w.puts("a")) == 2  # decided again once the stuck rescale was given up
+
+
+async def test_confirmation_records_the_restart_and_the_realizer_is_idempotent():
+    w = World(StubEvaluator({"Work": 3}))
+    await w.tick()
+    for _ in range(3):
+        await w.tick()
+    state = w.state.load("b/job-b")
+    assert state.pending is None and state.history[-1].confirmed_ms is not None
+    assert Reason.SCALING_CONFIRMED in w.events.reasons("b/job-b")
+    assert w.sims["b"].parallelism(w.jobs["b"])["Work"] == 3
+    assert len(w.puts("b")) == 1  # the recommendation is met: nothing is sent again
+
+
+async def test_serve_runs_ticks_on_the_scheduler_and_stops_cleanly():
+    w = World(StubEvaluator())
+    w.daemon.settings = w.daemon.settings.model_copy(
+        update={"control_loop_interval": timedelta(milliseconds=20)}
+    )
+    stop = asyncio.Event()
+    served = asyncio.create_task(w.daemon.serve(stop))
+    while len(w.evaluator.calls) < 3:
+        await asyncio.sleep(0.01)
+    stop.set()
+    await asyncio.wait_for(served, timeout=10)
+    assert served.done() and served.exception() is None
+    await w.daemon.aclose()
