@@ -367,16 +367,7 @@ class SparkEvaluator:
                 latest[sample.job.key] = sample
         ticks: dict[str, _Tick] = {}
         for sample in latest.values():
-            options = sample.target.options
-            status = self._book.observe(
-                sample.job.key,
-                ts_ms=sample.ts_ms,
-                running_since_ms=sample.running_since_ms,
-                vertex_ids=sample.topology.vertices,
-                metrics_window_ms=_ms(options.metrics_window),
-                stabilization_ms=_ms(options.stabilization_interval),
-                now_ms=now_ms,
-            )
+            status = self._book.observe_sample(sample, now_ms)
             ticks[sample.job.key] = _Tick(sample, status)
         return ticks
 
@@ -402,10 +393,6 @@ class SparkEvaluator:
         )
         window = frame.alias("w").join(F.broadcast(kept), condition, "left_semi")
         return window.coalesce(self._partitions).localCheckpoint(eager=True)
-
-
-def _ms(delta: Any) -> int:
-    return int(delta.total_seconds() * 1000)
 
 
 def _job_evaluation(

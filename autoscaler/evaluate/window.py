@@ -12,8 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from autoscaler.reasons import Reason
+
+if TYPE_CHECKING:
+    from autoscaler.model import JobSample
 
 __all__ = ["JobWindow", "WindowBook", "WindowStatus", "observe", "window_start_ms"]
 
@@ -156,6 +160,19 @@ class WindowBook:
             self._next_epoch += 1
         self._windows[job_key] = window
         return status
+
+    def observe_sample(self, sample: JobSample, now_ms: int) -> WindowStatus:
+        """``observe`` with the window settings taken from the sample's own job options."""
+        options = sample.target.options
+        return self.observe(
+            sample.job.key,
+            ts_ms=sample.ts_ms,
+            running_since_ms=sample.running_since_ms,
+            vertex_ids=sample.topology.vertices,
+            metrics_window_ms=round(options.metrics_window.total_seconds() * 1000),
+            stabilization_ms=round(options.stabilization_interval.total_seconds() * 1000),
+            now_ms=now_ms,
+        )
 
     def retain(self, now_ms: int, present: Iterable[str] = ()) -> dict[str, tuple[int, int]]:
         """Slide every window to ``now_ms``; return ``{job_key: (epoch, start_ms)}`` of rows to keep.

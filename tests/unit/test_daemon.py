@@ -156,7 +156,8 @@ async def test_a_rejected_put_is_an_error_and_leaves_no_pending_rescale():
         400,
         json={
             "errors": [
-                "org.apache.flink.runtime.rest.handler.RestHandlerException: Job vertex [x] was not found in the JobGraph."
+                "org.apache.flink.runtime.rest.handler.RestHandlerException: "
+                "Job vertex [x] was not found in the JobGraph."
             ]
         },
     )

@@ -107,16 +107,7 @@ class PythonEvaluator:
     def evaluate(self, samples: Sequence[JobSample], now_ms: int) -> dict[str, JobEvaluation]:
         statuses = {}
         for s in samples:
-            o = s.target.options
-            status = self.book.observe(
-                s.job.key,
-                ts_ms=s.ts_ms,
-                running_since_ms=s.running_since_ms,
-                vertex_ids=s.topology.vertices,
-                metrics_window_ms=int(o.metrics_window.total_seconds() * 1000),
-                stabilization_ms=int(o.stabilization_interval.total_seconds() * 1000),
-                now_ms=now_ms,
-            )
+            status = self.book.observe_sample(s, now_ms)
             statuses[s.job.key] = (s, status)
             if status.kept:
                 self.rows.setdefault(s.job.key, []).append((status.epoch, s))
