@@ -314,6 +314,27 @@ def test_worked_example(p: int, tpr: float, target: int, expected_rate: float, o
     assert ev.expected_processing_rate == pytest.approx(expected_rate)
 
 
+def test_worked_example_scale_down_applies_only_after_the_scale_down_interval() -> None:
+    """§1.6 + §1.8 with defaults: p=10, TPR 3000 -> recommended 6, held for scale-down.interval (1 h)."""
+    from autoscaler.decide import decide
+    from autoscaler.model import JobEvaluation
+    from autoscaler.reasons import Reason
+    from autoscaler.state import JobState
+
+    options = AutoscalerOptions(enabled=True)
+    topo = topology({"src": 10})
+    state, outcomes = JobState(), []
+    for minute in (0, 30, 59, 60):
+        now_ms = minute * 60_000
+        sample = job_sample(topo, options)
+        evs, backlog = evaluate_vertices(sample, {"src": source(1000.0, tpr=3000.0)}, options, None)
+        decision = decide(JobEvaluation(sample, evs, backlog, 10, True), state, options, now_ms)
+        state = decision.state
+        outcomes.append((decision.outcome, {v: c.target for v, c in decision.changes.items()}))
+    held = (Reason.SCALE_DOWN_DELAYED, {})
+    assert outcomes == [held, held, held, (Reason.SCALING, {"src": 6})]
+
+
 def test_integration_case_source_lag_growing() -> None:
     """Work does 1250 rec/s at p=1; the source reads 1250/s while lag grows 750/s: TDR 2000 -> p=3."""
     topo = topology({"src": 1, "work": 1}, [("src", "work")])  # REBALANCE: no alignment
