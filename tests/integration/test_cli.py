@@ -98,3 +98,24 @@ def test_run_scrapes_serves_metrics_and_stops_cleanly_on_sigterm(tmp_path):
     stderr = (tmp_path / "daemon.log").read_text()
     assert proc.returncode == 0, stderr[-2000:]
     assert '"event": "daemon_stopped"' in stderr
+
+
+def test_simulate_serves_flink_rest_until_its_duration(tmp_path):
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autoscaler", "simulate", "--port", str(port), "--duration", "60"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline, overview = time.monotonic() + 30, None
+        while overview is None and time.monotonic() < deadline:
+            with contextlib.suppress(httpx.TransportError):
+                overview = httpx.get(f"http://127.0.0.1:{port}/overview", timeout=2).json()
+            time.sleep(0.2)
+        jobs = httpx.get(f"http://127.0.0.1:{port}/jobs/overview", timeout=2).json()["jobs"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert overview is not None and overview["flink-version"].startswith("2.3")
+    assert [j["state"] for j in jobs] == ["RUNNING"]
