@@ -83,6 +83,39 @@ def _csv_list(value: object) -> object:
     return value
 
 
+_MEMORY_UNITS = {
+    "": 1,
+    "b": 1,
+    "bytes": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kibibytes": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mebibytes": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gibibytes": 1 << 30,
+    "t": 1 << 40,
+    "tb": 1 << 40,
+    "tebibytes": 1 << 40,
+}
+
+
+def parse_memory_size(value: object) -> object:
+    """Flink ``MemorySize`` text ("16 gb", "512m", "1073741824") to bytes; units are powers of 1024."""
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    text = str(value).strip().lower()
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz ")
+    unit = text[len(number) :].strip()
+    if not number or unit not in _MEMORY_UNITS:
+        raise ValueError(f"not a memory size: {value!r} (use e.g. '512 mb', '16 gb')")
+    return round(float(number) * _MEMORY_UNITS[unit])
+
+
 def _opt_float(value: object) -> object:
     return None if isinstance(value, str) and value.strip() == "" else value
 
@@ -194,6 +227,68 @@ class AutoscalerOptions(BaseModel):
         timedelta(seconds=10), validation_alias=_k("flink.rest-client.timeout")
     )
 
+    excluded_periods: Annotated[tuple[str, ...], BeforeValidator(_csv_list)] = Field(
+        (),
+        validation_alias=_k("excluded.periods"),
+        description="Quartz cron and/or daily HH:mm:ss-HH:mm:ss ranges (joined by &&): no scaling then.",
+    )
+    quota_cpu: float | None = Field(
+        None, ge=0.0, validation_alias=_k("quota.cpu"), description="Total TaskManager CPU the job may use."
+    )
+    quota_memory: Annotated[int | None, BeforeValidator(parse_memory_size)] = Field(
+        None,
+        ge=0,
+        validation_alias=_k("quota.memory"),
+        description="Total TaskManager memory the job may use.",
+    )
+    scaling_effectiveness_detection_enabled: bool = Field(
+        False,
+        validation_alias=_k("scaling.effectiveness.detection.enabled"),
+        description="Block further scale-ups of a vertex after an ineffective one (always reported).",
+    )
+    scaling_effectiveness_threshold: float = Field(
+        0.1,
+        validation_alias=_k("scaling.effectiveness.threshold"),
+        description="Fraction of the expected processing-rate gain a scale-up must realise.",
+    )
+    observed_scalability_enabled: bool = Field(False, validation_alias=_k("observed-scalability.enabled"))
+    observed_scalability_min_observations: int = Field(
+        3, ge=1, validation_alias=_k("observed-scalability.min-observations")
+    )
+    observed_scalability_coefficient_min: float = Field(
+        0.5, validation_alias=_k("observed-scalability.coefficient-min")
+    )
+    memory_tuning_enabled: bool = Field(
+        False,
+        validation_alias=_k("memory.tuning.enabled"),
+        description="Accepted for compatibility; TaskManager memory cannot be changed over Flink's REST API.",
+    )
+    memory_tuning_scale_down_compensation_enabled: bool = Field(
+        True, validation_alias=_k("memory.tuning.scale-down-compensation.enabled")
+    )
+    memory_tuning_overhead: float = Field(0.2, validation_alias=_k("memory.tuning.overhead"))
+    memory_tuning_maximize_managed_memory: bool = Field(
+        False, validation_alias=_k("memory.tuning.maximize-managed-memory")
+    )
+    key_group_partitions_adjust_mode: Annotated[str | None, BeforeValidator(_upper)] = Field(
+        None,
+        validation_alias=_k("scaling.key-group.partitions.adjust.mode"),
+        description="Deprecated legacy alignment (EVENLY_SPREAD or MAXIMIZE_UTILISATION).",
+    )
+    # Ours (not in the reference):
+    prefer_counter_rates: bool = Field(
+        True,
+        validation_alias=_k("metrics.prefer-counter-rates"),
+        description="Take rates from counter deltas over the window instead of Flink's 60 s meters, "
+        "which restart from zero and ramp for a minute after every rescale.",
+    )
+    busy_time_only_enabled: bool = Field(
+        False,
+        validation_alias=_k("scaling.busy-time-only.enabled"),
+        description="Size each vertex from its own busy time alone, ignoring propagated target rates and "
+        "output ratios (for operators whose output ratio misleads the model, FLINK-38538).",
+    )
+
     @field_validator("utilization_target")
     @classmethod
     def _target_in_unit(cls, v: float) -> float:
@@ -215,15 +310,36 @@ class AutoscalerOptions(BaseModel):
             raise ValueError("must be within [0, 1]")
         return v
 
+    @field_validator("key_group_partitions_adjust_mode")
+    @classmethod
+    def _legacy_mode(cls, v: str | None) -> str | None:
+        if v is not None and v not in ("EVENLY_SPREAD", "MAXIMIZE_UTILISATION"):
+            raise ValueError("must be EVENLY_SPREAD or MAXIMIZE_UTILISATION")
+        return v
+
+    @model_validator(mode="after")
+    def _enabled_feature_ranges(self) -> AutoscalerOptions:
+        """Like the reference, a feature's ranges are checked only when the feature is on."""
+        if self.observed_scalability_enabled and not 0.01 <= self.observed_scalability_coefficient_min <= 1.0:
+            raise ValueError(f"{KEY_PREFIX}observed-scalability.coefficient-min must be within [0.01, 1]")
+        if (
+            self.scaling_effectiveness_detection_enabled
+            and not 0.0 <= self.scaling_effectiveness_threshold <= 1.0
+        ):
+            raise ValueError(f"{KEY_PREFIX}scaling.effectiveness.threshold must be within [0, 1]")
+        if self.memory_tuning_enabled and not 0.0 <= self.memory_tuning_overhead <= 1.0:
+            raise ValueError(f"{KEY_PREFIX}memory.tuning.overhead must be within [0, 1]")
+        return self
+
     @model_validator(mode="after")
     def _band(self) -> AutoscalerOptions:
         if self.utilization_max is not None and not self.utilization_target <= self.utilization_max <= 1.0:
             raise ValueError(
-                f"utilization.max must be within [utilization.target={self.utilization_target}, 1]"
+                f"{KEY_PREFIX}utilization.max must be within [target {self.utilization_target}, 1]"
             )
         if self.utilization_min is not None and not 0.0 <= self.utilization_min <= self.utilization_target:
             raise ValueError(
-                f"utilization.min must be within [0, utilization.target={self.utilization_target}]"
+                f"{KEY_PREFIX}utilization.min must be within [0, target {self.utilization_target}]"
             )
         return self
 
@@ -331,7 +447,10 @@ def flatten_keys(conf: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def _describe(exc: ValidationError, source: str, key_of: Any) -> str:
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        loc = ".".join(str(p) for p in err["loc"])
+        if not loc:
+            lines.append(f"  {err['msg'].removeprefix('Value error, ')}")
+            continue
         first = str(err["loc"][0]) if err["loc"] else ""
         key = key_of(first) if first else loc
         if len(err["loc"]) > 1 and key != loc:
