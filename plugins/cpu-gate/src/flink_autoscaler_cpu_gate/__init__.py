@@ -1,0 +1,50 @@
+"""CPU gate: scale only when TaskManagers are busy and a source scales up; align all to the source."""
+
+from __future__ import annotations
+
+import math
+
+from autoscaler.decide import VertexChange
+from autoscaler.flink.errors import FlinkError
+from autoscaler.plugins.api import Changes, PluginContext, ScalingExecutorPlugin
+
+__all__ = ["CPU_LOAD", "DEFAULT_THRESHOLD", "CpuGatePlugin"]
+
+CPU_LOAD = "Status.JVM.CPU.Load"
+DEFAULT_THRESHOLD = 0.8
+
+
+class CpuGatePlugin(ScalingExecutorPlugin):
+    """Vetoes unless the average TaskManager CPU load >= ``threshold`` and a source scales up."""
+
+    name = "cpu-gate"
+
+    async def apply(self, context: PluginContext, changes: Changes) -> Changes | None:
+        threshold = float(context.config.get("threshold", DEFAULT_THRESHOLD))
+        topology = context.evaluation.sample.topology
+        sources = [v.id for v in topology if topology.is_source(v.id)]
+        source_targets = [c.target for vid, c in changes.items() if vid in sources and c.is_scale_up]
+        if not source_targets:
+            return None  # only lag-driven (source) scale-ups pass
+        cpu = await self._average_cpu(context)
+        if math.isnan(cpu) or cpu < threshold:
+            return None
+        target = max(source_targets)
+        aligned: dict[str, VertexChange] = {}
+        for vertex in topology:
+            parallelism = min(target, vertex.max_parallelism)
+            if parallelism != vertex.parallelism:
+                aligned[vertex.id] = VertexChange(vertex.id, vertex.parallelism, parallelism)
+        return aligned
+
+    @staticmethod
+    async def _average_cpu(context: PluginContext) -> float:
+        """The TaskManagers' average JVM CPU load, or NaN when it cannot be read (which vetoes)."""
+        if context.client is None:
+            return math.nan
+        try:
+            metrics = await context.client.taskmanager_metrics([CPU_LOAD], aggs=("avg",))
+        except FlinkError:
+            return math.nan
+        metric = metrics.get(CPU_LOAD)
+        return metric.avg if metric is not None else math.nan
