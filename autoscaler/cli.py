@@ -69,6 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--duration", type=float, default=None, help="stop after this many wall seconds")
     sim.set_defaults(func=_cmd_simulate)
 
+    plugins = sub.add_parser("plugins", help="list the executor plugins the daemon would discover")
+    plugins.add_argument("--config", "-c", type=Path, help="config file (for plugins_dir)")
+    plugins.set_defaults(func=_cmd_plugins)
+
     check = sub.add_parser("check-config", help="validate a config file and print the effective options")
     check.add_argument("config", type=Path)
     check.set_defaults(func=_cmd_check_config)
@@ -87,13 +91,18 @@ async def _run(settings: Settings) -> int:
     from autoscaler.daemon import Daemon
     from autoscaler.evaluate.spark import SparkEvaluator, create_spark_session
     from autoscaler.metrics import MetricsReporter, serve_metrics
+    from autoscaler.plugins.configured import PluginInstances
+    from autoscaler.plugins.loader import discover_plugins
+
+    registry, _ = discover_plugins(settings.plugins_dir)
+    log.info("executor_plugins", discovered=[f"{p.name} ({p.class_path}, {p.origin})" for p in registry])
 
     spark = await asyncio.to_thread(create_spark_session, settings.spark)
     evaluator = SparkEvaluator(spark)
     await asyncio.to_thread(evaluator.warm_up)
     metrics = MetricsReporter()
     server = serve_metrics(settings.metrics_address, metrics.registry) if settings.metrics_address else None
-    daemon = Daemon(settings, evaluator=evaluator, metrics=metrics)
+    daemon = Daemon(settings, evaluator=evaluator, metrics=metrics, plugins=PluginInstances(registry))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -128,6 +137,20 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         )
     run_simulator(cluster, jobs, host=args.host, port=args.port, speed=args.speed, duration_s=args.duration)
     return 0
+
+
+def _cmd_plugins(args: argparse.Namespace) -> int:
+    from autoscaler.plugins.loader import discover_plugins
+
+    settings = Settings.load(args.config)
+    registry, problems = discover_plugins(settings.plugins_dir)
+    for p in registry:
+        print(f"{p.name:<24} {p.class_path:<50} {p.origin}")
+    if not len(registry):
+        print("no executor plugins installed")
+    for problem in problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 def _cmd_check_config(args: argparse.Namespace) -> int:

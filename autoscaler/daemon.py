@@ -32,7 +32,8 @@ from autoscaler.flink.errors import FlinkError, FlinkUnreachable
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobEvaluation, JobRef, JobSample, JobTarget, Unavailable
 from autoscaler.plugins.api import PluginContext, ScalingExecutorPlugin
-from autoscaler.plugins.chain import ChainResult, run_chain
+from autoscaler.plugins.chain import ChainResult, PluginOutcome, run_chain
+from autoscaler.plugins.configured import ConfiguredChain, PluginInstances
 from autoscaler.realize import RealizeResult, confirm, realize
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions, ClusterSettings, Settings
@@ -91,7 +92,7 @@ class Daemon:
         state: StateStore | None = None,
         events: EventSink | None = None,
         metrics: MetricsReporter | None = None,
-        plugins: Sequence[ScalingExecutorPlugin] = (),
+        plugins: Sequence[ScalingExecutorPlugin] | PluginInstances = (),
         transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
         on_outcome: Callable[[JobOutcome], None] | None = None,
     ) -> None:
@@ -101,7 +102,7 @@ class Daemon:
         self.state = state or MemoryStateStore()
         self.events = events or EventLog()
         self.metrics = metrics or MetricsReporter()
-        self.plugins = tuple(plugins)
+        self.plugins = plugins if isinstance(plugins, PluginInstances) else PluginInstances(fixed=plugins)
         self.on_outcome = on_outcome
         transports = transports or {}
         self._clusters = []
@@ -250,23 +251,36 @@ class Daemon:
 
         changes = decision.changes
         chain: ChainResult | None = None
-        if self.plugins:
-            cluster = self._cluster(job.cluster)
-            ctx = PluginContext(job, options, decision.evaluation, client=cluster.client)  # type: ignore[arg-type]
-            chain = await run_chain(self.plugins, ctx, changes)
+        configured = self.plugins.chain_for(options)
+        if configured.plugins or configured.problems:
+            chain = await self._run_plugins(decision, options, configured)
+            for o in chain.outcomes:
+                self.metrics.plugin_outcomes.labels(job.cluster, job.name, o.plugin, str(o.outcome)).inc()
+                kind = EventType.NORMAL if o.outcome in _PLUGIN_OK else EventType.WARNING
+                text = f"executor plugin {o.plugin}: {o.outcome}" + (f" ({o.detail})" if o.detail else "")
+                self._event(
+                    job.key,
+                    o.outcome,
+                    kind,
+                    text,
+                    now_ms,
+                    key=f"{o.outcome}:{o.plugin}",
+                    interval_ms=interval,
+                )
             vetoed = chain.vetoed_by
             if vetoed is not None or chain.changes is None:
                 plugin, why = (vetoed.plugin, vetoed.detail) if vetoed else ("?", "")
-                text = f"scaling vetoed by plugin {plugin}: {why}"
-                self._event(
-                    job.key,
-                    Reason.SCALING_VETOED,
-                    EventType.WARNING,
-                    text,
-                    now_ms,
-                    key=f"ScalingVetoed:{plugin}",
-                    interval_ms=interval,
-                )
+                text = f"scaling vetoed by plugin {plugin}" + (f": {why}" if why else "")
+                if vetoed is None or vetoed.outcome is not Reason.SCALING_VETOED:
+                    self._event(
+                        job.key,
+                        Reason.SCALING_VETOED,
+                        EventType.WARNING,
+                        text,
+                        now_ms,
+                        key=f"ScalingVetoed:{plugin}",
+                        interval_ms=interval,
+                    )
                 self._save(job.key, decision.state)
                 return JobOutcome(job, now_ms, Reason.SCALING_VETOED, text, decision, chain)
             changes = chain.changes
@@ -294,6 +308,23 @@ class Daemon:
         else:
             log.info("requirements_already_match", desired=desired)
         return JobOutcome(job, now_ms, Reason.SCALING, decision.detail, decision, chain, realized)
+
+    async def _run_plugins(
+        self, decision: Decision, options: AutoscalerOptions, configured: ConfiguredChain
+    ) -> ChainResult:
+        """The job's configured chain; a plugin that could not be loaded vetoes before any runs."""
+        if configured.problems:
+            return ChainResult(
+                None, tuple(PluginOutcome("config", Reason.PLUGIN_FAILED, p) for p in configured.problems)
+            )
+        job = decision.job
+        client = self._cluster(job.cluster).client
+
+        def context(plugin: ScalingExecutorPlugin) -> PluginContext:
+            assert decision.evaluation is not None
+            return PluginContext(job, options, decision.evaluation, configured.config_for(plugin), client)
+
+        return await run_chain(configured.plugins, context, decision.changes)
 
     def _confirm_pending(self, sample: JobSample, state: JobState, now_ms: int) -> JobState:
         """Close a pending rescale once /jobs/:id shows it, or report it stuck after confirm_timeout."""
@@ -443,6 +474,9 @@ class Daemon:
         for c in self._clusters:
             with contextlib.suppress(Exception):
                 await c.client.aclose()
+
+
+_PLUGIN_OK = (Reason.SCALING_APPROVED, Reason.SCALING_MODIFIED)
 
 
 def _ms(delta: timedelta) -> int:

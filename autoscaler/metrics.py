@@ -67,6 +67,12 @@ class MetricsReporter:
         self.errors = Counter(
             "flink_autoscaler_errors", "Errors by cluster and reason", ("cluster", "reason"), registry=r
         )
+        self.plugin_outcomes = Counter(
+            "flink_autoscaler_plugin_outcomes",
+            "Executor-plugin outcomes per instance (approved, modified, vetoed, failed)",
+            (*_JOB_LABELS, "plugin", "outcome"),
+            registry=r,
+        )
         self.ticks = Counter("flink_autoscaler_ticks", "Control-loop ticks run", registry=r)
         self.ticks_skipped = Counter(
             "flink_autoscaler_ticks_skipped", "Ticks skipped because the previous one overran", registry=r

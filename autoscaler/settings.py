@@ -46,6 +46,7 @@ __all__ = [
 ]
 
 KEY_PREFIX = "job.autoscaler."
+EXECUTOR_PREFIX = "scaling.custom-executor."  # + <name>.class / <name>.<param>
 LEGACY_KEY_PREFIX = "kubernetes.operator.job.autoscaler."
 
 Duration = Annotated[
@@ -275,6 +276,16 @@ class AutoscalerOptions(BaseModel):
         validation_alias=_k("scaling.key-group.partitions.adjust.mode"),
         description="Deprecated legacy alignment (EVENLY_SPREAD or MAXIMIZE_UTILISATION).",
     )
+    custom_executors: Annotated[tuple[str, ...], BeforeValidator(_csv_list)] = Field(
+        (),
+        validation_alias=_k("scaling.custom-executors"),
+        description="Executor plugin instance names, run by ascending priority (duplicates ignored).",
+    )
+    custom_executor_settings: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        validation_alias=_k(EXECUTOR_PREFIX.rstrip(".")),
+        description="Per instance: scaling.custom-executor.<name>.class and .<param> keys, prefix stripped.",
+    )
     # Ours (not in the reference):
     prefer_counter_rates: bool = Field(
         True,
@@ -309,6 +320,23 @@ class AutoscalerOptions(BaseModel):
         if not 0.0 <= v <= 1.0:
             raise ValueError("must be within [0, 1]")
         return v
+
+    @field_validator("custom_executors")
+    @classmethod
+    def _dedupe_executors(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(v))
+
+    @model_validator(mode="after")
+    def _executors_have_classes(self) -> AutoscalerOptions:
+        missing = [
+            n for n in self.custom_executors if "class" not in self.custom_executor_settings.get(n, {})
+        ]
+        if missing:
+            keys = ", ".join(f"{KEY_PREFIX}{EXECUTOR_PREFIX}{n}.class" for n in missing)
+            raise ValueError(
+                f"{KEY_PREFIX}scaling.custom-executors names instances without a class: set {keys}"
+            )
+        return self
 
     @field_validator("key_group_partitions_adjust_mode")
     @classmethod
@@ -392,10 +420,17 @@ class AutoscalerOptions(BaseModel):
         known = cls.option_keys()
         values: dict[str, Any] = base.model_dump() if base is not None else {}
         ranked: dict[str, tuple[int, str, Any]] = {}
+        dynamic: dict[str, dict[str, tuple[int, str]]] = {}  # executor instance -> param -> (rank, value)
         for key, raw in flatten_keys(conf).items():
             for rank, prefix in ((0, LEGACY_KEY_PREFIX), (2, KEY_PREFIX)):
                 if key.startswith(prefix):
                     suffix = key[len(prefix) :]
+                    if suffix.startswith(EXECUTOR_PREFIX) and "." in suffix[len(EXECUTOR_PREFIX) :]:
+                        name, param = suffix[len(EXECUTOR_PREFIX) :].split(".", 1)
+                        slot = dynamic.setdefault(name, {})
+                        if param not in slot or slot[param][0] <= rank:
+                            slot[param] = (rank, str(raw))
+                        break
                     field = known.get(suffix)
                     if field is None:
                         continue
@@ -406,6 +441,13 @@ class AutoscalerOptions(BaseModel):
                     break
         for field, (_, _, raw) in ranked.items():
             values[field] = raw
+        if dynamic:
+            merged = {
+                name: dict(params) for name, params in values.get("custom_executor_settings", {}).items()
+            }
+            for name, params in dynamic.items():
+                merged.setdefault(name, {}).update({param: value for param, (_, value) in params.items()})
+            values["custom_executor_settings"] = merged
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
@@ -420,6 +462,11 @@ class AutoscalerOptions(BaseModel):
         """Canonical ``job.autoscaler.*`` keys with string values (for docs and round trips)."""
         out: dict[str, str] = {}
         for name, value in self.model_dump(mode="json").items():
+            if name == "custom_executor_settings":
+                for instance, params in value.items():
+                    for param, text in params.items():
+                        out[f"{KEY_PREFIX}{EXECUTOR_PREFIX}{instance}.{param}"] = text
+                continue
             if value is None:
                 continue
             out[self.canonical_key(name)] = (
@@ -516,6 +563,9 @@ class Settings(BaseSettings):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     autoscaler: dict[str, Any] = Field(
         default_factory=dict, description="job.autoscaler.* defaults for every job (Flink-style keys)."
+    )
+    plugins_dir: Path | None = Field(
+        None, description="Directory of executor-plugin wheels loaded at start-up (besides installed ones)."
     )
     confirm_timeout: Duration = Field(
         timedelta(minutes=5),

@@ -6,6 +6,7 @@ for Spark so each case states only the recommendation it needs.
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata as metadata
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +18,8 @@ from autoscaler.daemon import Daemon
 from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
 from autoscaler.plugins import ScalingExecutorPlugin
+from autoscaler.plugins.configured import PluginInstances
+from autoscaler.plugins.loader import ENTRY_POINT_GROUP, DiscoveredPlugin, PluginRegistry
 from autoscaler.reasons import Reason
 from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.simulator.engine import SimCluster
@@ -36,8 +39,9 @@ class World:
         self,
         evaluator: StubEvaluator,
         faults: dict[str, dict[tuple[str, str], Any]] | None = None,
-        plugins: tuple[ScalingExecutorPlugin, ...] = (),
+        plugins: Any = (),
         confirm_timeout_s: float = 300,
+        options: dict[str, str] | None = None,
     ) -> None:
         self.clock = FakeClock()
         self.sims = {
@@ -54,7 +58,7 @@ class World:
         self.evaluator = evaluator
         settings = Settings(
             clusters=[ClusterSettings(name=n, rest_url=f"http://{n}.invalid:8081") for n in self.sims],
-            autoscaler=OPTIONS,
+            autoscaler=options or OPTIONS,
             metrics_address="",
             confirm_timeout=timedelta(seconds=confirm_timeout_s),
         )
@@ -211,3 +215,52 @@ async def test_serve_runs_ticks_on_the_scheduler_and_stops_cleanly():
     await asyncio.wait_for(served, timeout=10)
     assert served.done() and served.exception() is None
     await w.daemon.aclose()
+
+
+def _registry() -> PluginInstances:
+    ep = metadata.EntryPoint("cpu-gate", "flink_autoscaler_cpu_gate:CpuGatePlugin", ENTRY_POINT_GROUP)
+    return PluginInstances(PluginRegistry([DiscoveredPlugin("cpu-gate", ep.value, "test", ep)]))
+
+
+def _gate(threshold: str) -> dict[str, str]:
+    return {
+        **OPTIONS,
+        "job.autoscaler.scaling.custom-executors": "gate",
+        "job.autoscaler.scaling.custom-executor.gate.class": "cpu-gate",
+        "job.autoscaler.scaling.custom-executor.gate.threshold": threshold,
+    }
+
+
+async def test_configured_cpu_gate_vetoes_with_an_event_and_a_counter():
+    w = World(StubEvaluator({"Source: BacklogSource": 2}), plugins=_registry(), options=_gate("1.01"))
+    report = await w.tick()
+    assert {o.outcome for o in report.outcomes} == {Reason.SCALING_VETOED}
+    assert w.puts("a") == []
+    vetoes = [e for e in w.events.events("a/job-a") if e.reason is Reason.SCALING_VETOED]
+    assert [e.key for e in vetoes] == ["ScalingVetoed:gate"]
+    assert (
+        w.metrics.registry.get_sample_value(
+            "flink_autoscaler_plugin_outcomes_total",
+            {"cluster": "a", "job": "job-a", "plugin": "gate", "outcome": "ScalingVetoed"},
+        )
+        == 1
+    )
+
+
+async def test_configured_cpu_gate_approves_and_aligns_every_vertex_to_the_source():
+    w = World(StubEvaluator({"Source: BacklogSource": 2}), plugins=_registry(), options=_gate("0"))
+    await w.tick()
+    for _ in range(3):
+        await w.tick()
+    assert set(w.sims["a"].parallelism(w.jobs["a"]).values()) == {2}
+    assert Reason.SCALING_MODIFIED in w.events.reasons("a/job-a")
+
+
+async def test_a_configured_plugin_that_is_not_installed_vetoes():
+    options = {**_gate("0"), "job.autoscaler.scaling.custom-executor.gate.class": "no.such.Plugin"}
+    w = World(StubEvaluator({"Work": 3}), plugins=_registry(), options=options)
+    report = await w.tick()
+    assert {o.outcome for o in report.outcomes} == {Reason.SCALING_VETOED}
+    assert w.puts("a") == w.puts("b") == []
+    failed = [e for e in w.events.events("a/job-a") if e.reason is Reason.PLUGIN_FAILED]
+    assert failed and "no executor plugin 'no.such.Plugin' is installed" in failed[0].message

@@ -131,3 +131,27 @@ def test_duplicate_cluster_names_rejected():
         Settings.load(
             None, clusters=[{"name": "a", "rest_url": "http://x"}, {"name": "a", "rest_url": "http://y"}]
         )
+
+
+def test_custom_executor_instances_like_the_reference():
+    o = AutoscalerOptions.from_flink_conf(
+        {
+            "job.autoscaler.scaling.custom-executors": "gate;budget;gate",  # duplicates ignored
+            "kubernetes.operator.job.autoscaler.scaling.custom-executor.gate.class": "legacy.Gate",
+            "job.autoscaler.scaling.custom-executor.gate.class": "cpu-gate",  # canonical prefix wins
+            "job.autoscaler.scaling.custom-executor.gate.threshold": "0.9",
+            "job.autoscaler.scaling.custom-executor.budget.class": "budget-cap",
+            "job.autoscaler.scaling.custom-executor.budget.max-slots": 16,
+        }
+    )
+    assert o.custom_executors == ("gate", "budget")
+    assert o.custom_executor_settings == {
+        "gate": {"class": "cpu-gate", "threshold": "0.9"},
+        "budget": {"class": "budget-cap", "max-slots": "16"},
+    }
+    per_job = AutoscalerOptions.from_flink_conf(
+        {"job.autoscaler.scaling.custom-executor.gate.threshold": "0.5"}, o
+    )
+    assert per_job.custom_executor_settings["gate"] == {"class": "cpu-gate", "threshold": "0.5"}
+    with pytest.raises(ConfigError, match=r"custom-executor\.x\.class"):
+        AutoscalerOptions.from_flink_conf({"job.autoscaler.scaling.custom-executors": "x"})
