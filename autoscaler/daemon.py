@@ -36,6 +36,7 @@ from autoscaler.plugins.chain import ChainResult, PluginOutcome, run_chain
 from autoscaler.plugins.configured import ConfiguredChain, PluginInstances
 from autoscaler.realize import RealizeResult, confirm, realize
 from autoscaler.reasons import Reason
+from autoscaler.resources import fetch_taskmanager_resources
 from autoscaler.settings import AutoscalerOptions, ClusterSettings, Settings
 from autoscaler.state import JobState, MemoryStateStore, PendingRescale, ScalingRecord, StateStore
 
@@ -171,6 +172,7 @@ class Daemon:
         if not discovery.targets:
             return [], None
         taskmanagers = await collect_taskmanagers(cluster.client, cluster.names)
+        taskmanagers = await fetch_taskmanager_resources(cluster.client, taskmanagers)  # for quota checks
         results = await asyncio.gather(
             *(collect(cluster.client, t, now_ms, cluster.names, taskmanagers) for t in discovery.targets)
         )
@@ -234,7 +236,10 @@ class Daemon:
     async def _execute(self, decision: Decision, target: JobTarget, now_ms: int) -> JobOutcome:
         job, options = decision.job, target.options
         interval = _ms(options.scaling_event_interval)
-        if decision.outcome is Reason.ADVISOR_MODE:
+        if decision.outcome in (Reason.MEMORY_PRESSURE, Reason.RESOURCE_QUOTA_REACHED):
+            kind = EventType.NORMAL if decision.outcome is Reason.MEMORY_PRESSURE else EventType.WARNING
+            self._event(job.key, decision.outcome, kind, decision.detail, now_ms, interval_ms=interval)
+        if decision.outcome in (Reason.ADVISOR_MODE, Reason.EXCLUDED_PERIOD):
             report = _report_text(decision, enabled=False)
             self._event(
                 job.key,

@@ -2,7 +2,14 @@
 
 Pure: no I/O, no clock. The gates run in one fixed order (the policy), and every "no" carries a
 ``Reason``. Per vertex the evaluator's recommendation passes the scale-down delay first; then the
-job-level gates decide whether anything is applied.
+job-level gates decide whether anything is applied. The order follows the reference's
+``ScalingExecutor`` (§1.8), after two of ours that come first:
+
+1. a rescale still in flight (ours), 2. an evaluation that is not ready (ours),
+3. memory pressure, 4. vertex.exclude.ids and the scale-down delay, 5. the utilization band,
+6. advisor mode (``scaling.enabled=false``), 7. ``excluded.periods``, 8. ``quota.cpu`` / ``quota.memory``.
+
+Advisor mode and excluded periods keep the changes in the decision, so they can be reported.
 """
 
 from __future__ import annotations
@@ -10,10 +17,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
+from autoscaler.calendar import excluded_period_at
 from autoscaler.model import JobEvaluation, JobRef, VertexEvaluation, VertexId, frozen_map
 from autoscaler.reasons import Reason
+from autoscaler.resources import quota_exceeded
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import DelayedScaleDown, JobState
 
@@ -42,7 +51,8 @@ class Decision:
     """What to do with one job this tick.
 
     ``outcome`` is ``Reason.SCALING`` when ``changes`` are to be applied; any other reason means
-    nothing is applied (``changes`` may still hold what advisor mode reports).
+    nothing is applied (``changes`` still hold what advisor mode, an excluded period or a quota
+    blocked, so it can be reported).
     """
 
     job: JobRef
@@ -66,6 +76,7 @@ class Decision:
 
 
 def decide(evaluation: JobEvaluation, state: JobState, options: AutoscalerOptions, now_ms: int) -> Decision:
+    """Run the gates in order; the TaskManager resources for the quota come with the evaluation's sample."""
     job = evaluation.job
 
     def no(reason: Reason, detail: str, new_state: JobState = state) -> Decision:
@@ -108,13 +119,37 @@ def decide(evaluation: JobEvaluation, state: JobState, options: AutoscalerOption
             new_state,
             evaluation,
         )
+    period = excluded_period_at(options.excluded_periods, now_ms)
+    if period is not None:
+        return Decision(
+            job,
+            Reason.EXCLUDED_PERIOD,
+            f"Scaling execution disabled by config {_EXCLUDED_KEY}: now ({_utc(now_ms)}) is in the "
+            f"excluded period {period.text!r}",
+            changes,
+            new_state,
+            evaluation,
+        )
+    quota = quota_exceeded(
+        evaluation.sample.topology,
+        {vid: c.target for vid, c in changes.items()},
+        evaluation.sample.taskmanagers,
+        options.quota_cpu,
+        options.quota_memory,
+    )
+    if quota:
+        return Decision(job, Reason.RESOURCE_QUOTA_REACHED, quota, changes, new_state, evaluation)
     return Decision(job, Reason.SCALING, _describe(changes, evaluation), changes, new_state, evaluation)
 
 
 def _vertex_changes(
     evaluation: JobEvaluation, state: JobState, options: AutoscalerOptions, now_ms: int
 ) -> tuple[dict[VertexId, VertexChange], dict[VertexId, DelayedScaleDown]]:
-    """Apply the scale-down delay per vertex (reference: DelayedScaleDown / FLINK-36535)."""
+    """Apply the scale-down delay per vertex (reference: DelayedScaleDown / FLINK-36535).
+
+    Returns the changes and the delayed scale-downs to remember; a vertex whose delay has elapsed is in
+    both.
+    """
     interval_ms = _ms(options.scale_down_interval)
     changes: dict[VertexId, VertexChange] = {}
     delayed: dict[VertexId, DelayedScaleDown] = {}
@@ -129,11 +164,13 @@ def _vertex_changes(
         if now_ms - interval_ms < pending.first_trigger_ms:
             delayed[v.vertex] = pending
             continue
+        # Kept until a scaling executes (JobState.with_scaling clears it), as in the reference: a
+        # scale-down blocked by a later gate (advisor mode, excluded period, quota, a plugin's veto)
+        # must not start its delay over on the next tick.
+        delayed[v.vertex] = pending
         target = pending.window_max()
         if target < v.parallelism:
             changes[v.vertex] = VertexChange(v.vertex, v.parallelism, target)
-        else:
-            delayed[v.vertex] = pending
     return changes, delayed
 
 
@@ -170,3 +207,10 @@ def _describe(changes: Mapping[VertexId, VertexChange], evaluation: JobEvaluatio
 
 def _ms(delta: timedelta) -> int:
     return round(delta.total_seconds() * 1000)
+
+
+_EXCLUDED_KEY = "job.autoscaler.excluded.periods"
+
+
+def _utc(now_ms: int) -> str:
+    return datetime.fromtimestamp(now_ms // 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -152,16 +152,27 @@ class VertexSample:
     num_records_in_per_s: float = NAN  # Flink's 60 s meter, summed over subtasks
     pending_records: float = NAN  # sources only: summed pendingRecords (the lag)
     observed_tpr: float = NAN  # sources only: observed true processing rate of this sample
+    # The accumulateBusyTimeMs counter aggregated over subtasks like the busy time (MAX -> max, AVG -> avg,
+    # MIN -> min): its rate is the busy ms/s that pairs with the counter-delta input rate.
+    accumulated_busy_time_agg_ms: float = NAN
 
 
 @dataclass(frozen=True, slots=True)
 class TaskManagerSample:
-    """Cluster-level metrics for a job's tick (max over TaskManagers)."""
+    """Cluster-level metrics for a job's tick (max over TaskManagers), and the TaskManagers' resources.
+
+    The resources come from ``GET /taskmanagers`` (``autoscaler.resources.taskmanager_resources``) and
+    feed the ``quota.cpu`` / ``quota.memory`` gate; 0 / NaN mean unknown, and unknown never blocks.
+    """
 
     gc_time_ms_per_s: float = NAN
     heap_used: float = NAN
     heap_max: float = NAN
     cpu_load_avg: float = NAN
+    count: int = 0  # registered TaskManagers
+    cpu_cores_per_tm: float = NAN  # totalResource.cpuCores (taskmanager.cpu.cores, else the slot count)
+    memory_per_tm: float = NAN  # memoryConfiguration.totalProcessMemory, bytes
+    slots_per_tm: float = NAN  # taskmanager.numberOfTaskSlots (the mean if TaskManagers differ)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +229,12 @@ class VertexEvaluation:
     target_parallelism: int  # what the scaler recommends; == parallelism when unknown or unchanged
     expected_processing_rate: float
     outside_band: bool
+    # The last scale-up of this vertex (to its current parallelism) realised less than
+    # scaling.effectiveness.threshold of the expected gain and the scaler wants to scale up again.
+    # Always reported; it blocks the scale-up (target == parallelism) only with detection enabled.
+    ineffective_scale_up: bool = False
+    rates_from_counters: bool = False  # TPR from counter deltas (False: Flink's gauge + meter path)
+    scalability_coefficient: float = 1.0  # observed-scalability alpha the scale factor was divided by
 
     @property
     def unknown(self) -> bool:
@@ -234,6 +251,7 @@ class JobEvaluation:
     window_samples: int  # samples inside the window (per job, max over vertices)
     window_full: bool
     not_ready: Reason | None = None  # set when the evaluation must not drive a decision
+    restart_time_s: float = NAN  # the restart time the capacities were computed with (NaN: not evaluated)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vertices", frozen_map(self.vertices))
@@ -241,3 +259,8 @@ class JobEvaluation:
     @property
     def job(self) -> JobRef:
         return self.sample.job
+
+    @property
+    def ineffective_scale_ups(self) -> tuple[VertexId, ...]:
+        """Vertices whose last scale-up was ineffective (each deserves an ``IneffectiveScaling`` event)."""
+        return tuple(vid for vid, v in self.vertices.items() if v.ineffective_scale_up)

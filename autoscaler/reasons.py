@@ -39,3 +39,4 @@ class Reason(StrEnum):
     PLUGIN_FAILED = "PluginFailed"
     SCALING_APPROVED = "ScalingApproved"
     SCALING_MODIFIED = "ScalingModified"
+    EXCLUDED_PERIOD = "ExcludedPeriod"  # now is in job.autoscaler.excluded.periods: report, never apply

@@ -30,6 +30,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from autoscaler.calendar import PeriodError, parse_period
 from autoscaler.durations import format_duration, parse_duration
 
 __all__ = [
@@ -117,8 +118,18 @@ def parse_memory_size(value: object) -> object:
     return round(float(number) * _MEMORY_UNITS[unit])
 
 
+def _semicolon_list(value: object) -> object:
+    """``excluded.periods`` splits on ';' only: a cron expression holds ',' lists (``MON,WED``)."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(";") if part.strip()]
+    return value
+
+
 def _opt_float(value: object) -> object:
     return None if isinstance(value, str) and value.strip() == "" else value
+
+
+OURS: dict[str, Any] = {"origin": "ours"}  # Field extra of a key the reference does not have (for the docs)
 
 
 def _k(key: str, *deprecated: str) -> Any:
@@ -168,8 +179,18 @@ class AutoscalerOptions(BaseModel):
         validation_alias=_k("scale-down.interval", "scale-up.grace-period"),
         description="Scale-downs wait this long; the highest recommendation within it is used.",
     )
-    vertex_min_parallelism: int = Field(1, ge=1, validation_alias=_k("vertex.min-parallelism"))
-    vertex_max_parallelism: int = Field(200, ge=1, validation_alias=_k("vertex.max-parallelism"))
+    vertex_min_parallelism: int = Field(
+        1,
+        ge=1,
+        validation_alias=_k("vertex.min-parallelism"),
+        description="Lowest parallelism the autoscaler sets; a vertex already below it is never forced up.",
+    )
+    vertex_max_parallelism: int = Field(
+        200,
+        ge=1,
+        validation_alias=_k("vertex.max-parallelism"),
+        description="Highest parallelism the autoscaler sets (also capped by the vertex's max parallelism).",
+    )
     scale_down_max_factor: float = Field(
         0.6,
         ge=0.0,
@@ -190,9 +211,15 @@ class AutoscalerOptions(BaseModel):
     restart_time: Duration = Field(
         timedelta(minutes=5), validation_alias=_k("restart.time"), description="Assumed restart time."
     )
-    restart_time_tracking_enabled: bool = Field(False, validation_alias=_k("restart.time-tracking.enabled"))
+    restart_time_tracking_enabled: bool = Field(
+        False,
+        validation_alias=_k("restart.time-tracking.enabled"),
+        description="Use the highest observed restart time instead of restart.time.",
+    )
     restart_time_tracking_limit: Duration = Field(
-        timedelta(minutes=15), validation_alias=_k("restart.time-tracking.limit")
+        timedelta(minutes=15),
+        validation_alias=_k("restart.time-tracking.limit"),
+        description="Cap on the observed restart time.",
     )
     backlog_processing_lag_threshold: Duration = Field(
         timedelta(minutes=5),
@@ -200,38 +227,75 @@ class AutoscalerOptions(BaseModel):
         description="Lag (in seconds of input) above which a source counts as processing backlog.",
     )
     observed_tpr_lag_threshold: Duration = Field(
-        timedelta(seconds=30), validation_alias=_k("observed-true-processing-rate.lag-threshold")
+        timedelta(seconds=30),
+        validation_alias=_k("observed-true-processing-rate.lag-threshold"),
+        description="Lag (in seconds of input) a source needs before its observed true processing rate "
+        "is measured.",
     )
     observed_tpr_switch_threshold: float = Field(
-        0.15, ge=0.0, validation_alias=_k("observed-true-processing-rate.switch-threshold")
+        0.15,
+        ge=0.0,
+        validation_alias=_k("observed-true-processing-rate.switch-threshold"),
+        description="Use the observed true processing rate when the busy-time estimate exceeds it by more "
+        "than this fraction.",
     )
     observed_tpr_min_observations: int = Field(
-        2, ge=1, validation_alias=_k("observed-true-processing-rate.min-observations")
+        2,
+        ge=1,
+        validation_alias=_k("observed-true-processing-rate.min-observations"),
+        description="Observations needed before the observed true processing rate is used.",
     )
     busy_time_aggregator: Annotated[BusyTimeAggregator, BeforeValidator(_upper)] = Field(
-        BusyTimeAggregator.MAX, validation_alias=_k("metrics.busy-time.aggregator")
+        BusyTimeAggregator.MAX,
+        validation_alias=_k("metrics.busy-time.aggregator"),
+        description="How busy time is aggregated over a vertex's subtasks (MAX is robust to skew).",
     )
     vertex_exclude_ids: Annotated[tuple[str, ...], BeforeValidator(_csv_list)] = Field(
-        (), validation_alias=_k("vertex.exclude.ids")
+        (),
+        validation_alias=_k("vertex.exclude.ids"),
+        description="Vertex ids (hex) never scaled; vertices downstream of them still are.",
     )
     parallelism_alignment_mode: Annotated[AlignmentMode, BeforeValidator(_upper)] = Field(
-        AlignmentMode.BALANCED, validation_alias=_k("scaling.parallelism-alignment.mode")
+        AlignmentMode.BALANCED,
+        validation_alias=_k("scaling.parallelism-alignment.mode"),
+        description="How a target parallelism is aligned to key groups or source partitions.",
     )
-    memory_gc_pressure_threshold: float = Field(1.0, validation_alias=_k("memory.gc-pressure.threshold"))
-    memory_heap_usage_threshold: float = Field(1.0, validation_alias=_k("memory.heap-usage.threshold"))
-    history_max_count: int = Field(3, ge=0, validation_alias=_k("history.max.count"))
-    history_max_age: Duration = Field(timedelta(hours=24), validation_alias=_k("history.max.age"))
+    memory_gc_pressure_threshold: float = Field(
+        1.0,
+        validation_alias=_k("memory.gc-pressure.threshold"),
+        description="Block scaling while the highest TaskManager GC time fraction is above this "
+        "(1.0: never).",
+    )
+    memory_heap_usage_threshold: float = Field(
+        1.0,
+        validation_alias=_k("memory.heap-usage.threshold"),
+        description="Block scaling while TaskManager heap used / max is above this (1.0: never).",
+    )
+    history_max_count: int = Field(
+        3, ge=0, validation_alias=_k("history.max.count"), description="Past scalings kept per vertex."
+    )
+    history_max_age: Duration = Field(
+        timedelta(hours=24),
+        validation_alias=_k("history.max.age"),
+        description="Maximum age of the kept past scalings.",
+    )
     scaling_event_interval: Duration = Field(
-        timedelta(minutes=30), validation_alias=_k("scaling.event.interval")
+        timedelta(minutes=30),
+        validation_alias=_k("scaling.event.interval"),
+        description="An identical event within this interval is counted, not repeated.",
     )
     rest_client_timeout: Duration = Field(
-        timedelta(seconds=10), validation_alias=_k("flink.rest-client.timeout")
+        timedelta(seconds=10),
+        validation_alias=_k("flink.rest-client.timeout"),
+        description="Timeout of each Flink REST call.",
     )
 
-    excluded_periods: Annotated[tuple[str, ...], BeforeValidator(_csv_list)] = Field(
+    excluded_periods: Annotated[tuple[str, ...], BeforeValidator(_semicolon_list)] = Field(
         (),
         validation_alias=_k("excluded.periods"),
-        description="Quartz cron and/or daily HH:mm:ss-HH:mm:ss ranges (joined by &&): no scaling then.",
+        description="Periods in which no scaling is executed (only reported): each a Quartz cron "
+        "expression, a daily range HH:mm:ss-HH:mm:ss (may wrap midnight), or both joined by &&. "
+        "Evaluated in UTC.",
     )
     quota_cpu: float | None = Field(
         None, ge=0.0, validation_alias=_k("quota.cpu"), description="Total TaskManager CPU the job may use."
@@ -252,12 +316,21 @@ class AutoscalerOptions(BaseModel):
         validation_alias=_k("scaling.effectiveness.threshold"),
         description="Fraction of the expected processing-rate gain a scale-up must realise.",
     )
-    observed_scalability_enabled: bool = Field(False, validation_alias=_k("observed-scalability.enabled"))
+    observed_scalability_enabled: bool = Field(
+        False,
+        validation_alias=_k("observed-scalability.enabled"),
+        description="Correct the scale factor by the scalability observed in past scalings (FLINK-30571).",
+    )
     observed_scalability_min_observations: int = Field(
-        3, ge=1, validation_alias=_k("observed-scalability.min-observations")
+        3,
+        ge=1,
+        validation_alias=_k("observed-scalability.min-observations"),
+        description="Past scalings needed before the observed scalability is used.",
     )
     observed_scalability_coefficient_min: float = Field(
-        0.5, validation_alias=_k("observed-scalability.coefficient-min")
+        0.5,
+        validation_alias=_k("observed-scalability.coefficient-min"),
+        description="Lower clamp of the observed scalability coefficient.",
     )
     memory_tuning_enabled: bool = Field(
         False,
@@ -265,11 +338,19 @@ class AutoscalerOptions(BaseModel):
         description="Accepted for compatibility; TaskManager memory cannot be changed over Flink's REST API.",
     )
     memory_tuning_scale_down_compensation_enabled: bool = Field(
-        True, validation_alias=_k("memory.tuning.scale-down-compensation.enabled")
+        True,
+        validation_alias=_k("memory.tuning.scale-down-compensation.enabled"),
+        description="Accepted for compatibility; memory tuning cannot be applied over REST.",
     )
-    memory_tuning_overhead: float = Field(0.2, validation_alias=_k("memory.tuning.overhead"))
+    memory_tuning_overhead: float = Field(
+        0.2,
+        validation_alias=_k("memory.tuning.overhead"),
+        description="Accepted for compatibility; memory tuning cannot be applied over REST.",
+    )
     memory_tuning_maximize_managed_memory: bool = Field(
-        False, validation_alias=_k("memory.tuning.maximize-managed-memory")
+        False,
+        validation_alias=_k("memory.tuning.maximize-managed-memory"),
+        description="Accepted for compatibility; memory tuning cannot be applied over REST.",
     )
     key_group_partitions_adjust_mode: Annotated[str | None, BeforeValidator(_upper)] = Field(
         None,
@@ -290,12 +371,14 @@ class AutoscalerOptions(BaseModel):
     prefer_counter_rates: bool = Field(
         True,
         validation_alias=_k("metrics.prefer-counter-rates"),
+        json_schema_extra=OURS,
         description="Take rates from counter deltas over the window instead of Flink's 60 s meters, "
         "which restart from zero and ramp for a minute after every rescale.",
     )
     busy_time_only_enabled: bool = Field(
         False,
         validation_alias=_k("scaling.busy-time-only.enabled"),
+        json_schema_extra=OURS,
         description="Size each vertex from its own busy time alone, ignoring propagated target rates and "
         "output ratios (for operators whose output ratio misleads the model, FLINK-38538).",
     )
@@ -337,6 +420,17 @@ class AutoscalerOptions(BaseModel):
                 f"{KEY_PREFIX}scaling.custom-executors names instances without a class: set {keys}"
             )
         return self
+
+    @field_validator("excluded_periods")
+    @classmethod
+    def _periods_parse(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        """Reject a period the decision stage could not evaluate, at load time (reference §1.12)."""
+        for text in v:
+            try:
+                parse_period(text)
+            except PeriodError as exc:
+                raise ValueError(f"invalid excluded period {exc}") from None
+        return v
 
     @field_validator("key_group_partitions_adjust_mode")
     @classmethod
@@ -516,10 +610,10 @@ class ClusterSettings(BaseModel):
     name: str = Field(description="Short name used in job keys, metric labels and logs.")
     rest_url: str = Field(description="Flink REST endpoint, e.g. http://jobmanager:8081.")
     headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers (e.g. auth).")
-    verify_tls: bool = True
-    ca_file: Path | None = None
-    client_cert: Path | None = None
-    client_key: Path | None = None
+    verify_tls: bool = Field(True, description="Verify the cluster's TLS certificate.")
+    ca_file: Path | None = Field(None, description="CA bundle that signs the cluster's certificate.")
+    client_cert: Path | None = Field(None, description="Client certificate for mutual TLS.")
+    client_key: Path | None = Field(None, description="Private key of client_cert.")
     request_timeout: Duration | None = Field(
         None, description="REST timeout; defaults to job.autoscaler.flink.rest-client.timeout."
     )
@@ -542,7 +636,7 @@ class SparkSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     master: str = Field("local[*]", description="local[*], spark://host:7077, or sc://host:15002 (Connect).")
-    app_name: str = "flink-autoscaler"
+    app_name: str = Field("flink-autoscaler", description="Spark application name.")
     conf: dict[str, str] = Field(default_factory=dict, description="Extra spark.* settings.")
 
 
@@ -558,9 +652,11 @@ class Settings(BaseSettings):
         timedelta(seconds=10), description="Tick period; also the metric sample rate."
     )
     metrics_address: str = Field("127.0.0.1:9250", description="host:port for /metrics; empty disables.")
-    log_format: Literal["console", "json"] = "console"
-    log_level: str = "INFO"
-    spark: SparkSettings = Field(default_factory=SparkSettings)
+    log_format: Literal["console", "json"] = Field("console", description="Log output: console or json.")
+    log_level: str = Field("INFO", description="Log level: DEBUG, INFO, WARNING or ERROR.")
+    spark: SparkSettings = Field(
+        default_factory=SparkSettings, description="Where the evaluator's SparkSession runs."
+    )
     autoscaler: dict[str, Any] = Field(
         default_factory=dict, description="job.autoscaler.* defaults for every job (Flink-style keys)."
     )

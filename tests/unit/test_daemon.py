@@ -264,3 +264,23 @@ async def test_a_configured_plugin_that_is_not_installed_vetoes():
     assert w.puts("a") == w.puts("b") == []
     failed = [e for e in w.events.events("a/job-a") if e.reason is Reason.PLUGIN_FAILED]
     assert failed and "no executor plugin 'no.such.Plugin' is installed" in failed[0].message
+
+
+async def test_cpu_quota_from_taskmanager_resources_blocks_with_a_warning():
+    # The simulated TaskManager has 8 slots; Work at 9 needs a second TaskManager, over quota.cpu.
+    options = {**OPTIONS, "job.autoscaler.quota.cpu": "1"}
+    w = World(StubEvaluator({"Work": 9}), options=options)
+    report = await w.tick()
+    assert {o.outcome for o in report.outcomes} == {Reason.RESOURCE_QUOTA_REACHED}
+    assert w.puts("a") == w.puts("b") == []
+    (event,) = [e for e in w.events.events("a/job-a") if e.reason is Reason.RESOURCE_QUOTA_REACHED]
+    assert "quota.cpu" in event.message and str(event.type) == "Warning"
+
+
+async def test_excluded_period_reports_the_recommendation_and_applies_nothing():
+    options = {**OPTIONS, "job.autoscaler.excluded.periods": "* * * * * ?"}  # every second of every day
+    w = World(StubEvaluator({"Work": 3}), options=options)
+    report = await w.tick()
+    assert {o.outcome for o in report.outcomes} == {Reason.EXCLUDED_PERIOD}
+    assert w.puts("a") == []
+    assert Reason.SCALING_REPORT in w.events.reasons("a/job-a")

@@ -137,3 +137,57 @@ def test_vertex_change_rejects_invalid_values():
         VertexChange("v", 0, 2)
     with pytest.raises(ValueError):
         VertexChange("v", 2, 2)
+
+
+MONDAY_10_MS = 1_795_428_000_000  # 2026-11-23T10:00:00Z, a Monday
+
+
+def test_excluded_period_reports_the_changes_with_the_reference_header():
+    opts = AutoscalerOptions(enabled=True, excluded_periods=("* * 9-17 ? * MON-FRI",))
+    d = decide(make_evaluation([vertex_eval("work", 1, 3)], options=opts), JobState(), opts, MONDAY_10_MS)
+    assert d.outcome is Reason.EXCLUDED_PERIOD and not d.applies
+    assert d.detail == (
+        "Scaling execution disabled by config job.autoscaler.excluded.periods: now (2026-11-23T10:00:00Z) "
+        "is in the excluded period '* * 9-17 ? * MON-FRI'"
+    )
+    assert d.changes == {"work": VertexChange("work", 1, 3)}
+
+
+def test_excluded_period_keeps_tracking_delayed_scale_downs():
+    opts = AutoscalerOptions(enabled=True, excluded_periods=("* * * ? * *",), scale_down_interval="10 min")
+    ev = make_evaluation([vertex_eval("work", 10, 6)], options=opts)
+    first = decide(ev, JobState(), opts, MONDAY_10_MS)
+    assert first.outcome is Reason.SCALE_DOWN_DELAYED
+    later = decide(ev, first.state, opts, MONDAY_10_MS + 10 * MIN)
+    assert later.outcome is Reason.EXCLUDED_PERIOD
+    assert later.state.delayed_scale_down["work"].first_trigger_ms == MONDAY_10_MS
+
+
+def test_outside_the_excluded_period_the_scaling_applies():
+    opts = AutoscalerOptions(enabled=True, excluded_periods=("* * 9-17 ? * MON-FRI",))
+    saturday = MONDAY_10_MS + 5 * 24 * 60 * MIN
+    assert outcome(
+        make_evaluation([vertex_eval("work", 1, 3)], options=opts), options=opts, now_ms=saturday
+    ) == (
+        Reason.SCALING,
+        {"work": (1, 3)},
+    )
+
+
+def test_quota_blocks_a_scale_up_that_needs_another_taskmanager():
+    opts = AutoscalerOptions(enabled=True, quota_cpu=6)
+    tm = TaskManagerSample(count=1, cpu_cores_per_tm=4.0, memory_per_tm=2.0**31, slots_per_tm=4.0)
+    ev = make_evaluation([vertex_eval("src", 2), vertex_eval("work", 4, 6)], options=opts, taskmanagers=tm)
+    d = decide(ev, JobState(), opts, 0)
+    assert d.outcome is Reason.RESOURCE_QUOTA_REACHED and not d.applies
+    assert (
+        d.detail
+        == "CPU quota reached: 6 slots need 2 TaskManagers of 4 slots (now 1) = 8 cores > quota.cpu 6"
+    )
+    assert d.changes == {"work": VertexChange("work", 4, 6)}
+
+
+def test_quota_with_unknown_taskmanagers_never_blocks():
+    opts = AutoscalerOptions(enabled=True, quota_cpu=0, quota_memory=0)
+    ev = make_evaluation([vertex_eval("work", 4, 60)], options=opts)
+    assert outcome(ev, options=opts) == (Reason.SCALING, {"work": (4, 60)})
