@@ -4,13 +4,18 @@ Never partial: scaling on half a picture is worse than skipping a tick. Only nam
 endpoint listed are ever queried (Flink answers ``[]`` as soon as one requested name is unknown), and
 names are cached per job until its vertex set changes, except for sources, whose ``pendingRecords``
 gauge appears lazily and is therefore re-listed every tick.
+
+Flink's metric fetcher is lazy: a query gets the JobManager's last fetch and only then triggers a new
+one, so the very first queries of a job can come back ``[]``. On a job's first collection, when a
+vertex's answer is empty or lacks a required name, the job is therefore collected once more after a
+short pause (the warm-up) before the tick is given up as ``PARTIAL_METRICS``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -33,7 +38,9 @@ from autoscaler.reasons import Reason
 from autoscaler.settings import BusyTimeAggregator
 
 __all__ = [
+    "ACCUMULATED_BUSY_TIME",
     "VERTEX_AGGREGATES",
+    "WARM_UP_PAUSE_S",
     "MetricNameCache",
     "collect",
     "collect_taskmanagers",
@@ -45,9 +52,15 @@ log = structlog.get_logger(__name__)
 FINISHED = "FINISHED"
 
 VERTEX_AGGREGATES: tuple[str, ...] = ("min", "max", "avg", "sum")
+# The subtask counter behind busyTimeMsPerSecond, aggregatable like it (min/max/avg/sum over subtasks).
+# Not in FlinkMetric (the reference reads the summed job-details counter instead); optional: without it
+# the evaluator falls back to the gauge.
+ACCUMULATED_BUSY_TIME = "accumulateBusyTimeMs"
+WARM_UP_PAUSE_S = 1.0  # the lab's fetch round trip: a query triggers a fetch that lands within ~1 s
 TM_AGGREGATES: tuple[str, ...] = ("max", "avg")
 _TM_METRICS = (FlinkMetric.HEAP_MEMORY_USED, FlinkMetric.HEAP_MEMORY_MAX, FlinkMetric.CPU_LOAD)
 _T = TypeVar("_T")
+Sleep = Callable[[float], Awaitable[object]]
 
 
 class MissingMetrics(Exception):
@@ -65,14 +78,30 @@ class _JobNames:
 
 
 class MetricNameCache:
-    """Listed metric names per job (until its vertex set changes) and the TaskManager query per cluster."""
+    """Listed metric names per job (until its vertex set changes) and the TaskManager query per cluster.
+
+    It also remembers which JobID of a job key was once collected completely: until then, collection
+    is a warm-up that may retry (a resubmitted job has a new JobID and a cold fetcher again).
+    """
 
     def __init__(self) -> None:
         self._jobs: dict[str, _JobNames] = {}
         self._tm: dict[str, tuple[str, ...]] = {}
+        self._warm: dict[str, str] = {}  # job key -> JobID collected completely at least once
 
     def forget(self, job_key: str) -> None:
         self._jobs.pop(job_key, None)
+        self._warm.pop(job_key, None)
+
+    def drop_names(self, job_key: str) -> None:
+        """Re-list the job's names next time (an answer lacked a listed name), but stay warm."""
+        self._jobs.pop(job_key, None)
+
+    def is_warm(self, job_key: str, job_id: str) -> bool:
+        return self._warm.get(job_key) == job_id
+
+    def mark_warm(self, job_key: str, job_id: str) -> None:
+        self._warm[job_key] = job_id
 
     def vertex_names(self, job_key: str, vertex_ids: frozenset[str]) -> dict[str, tuple[str, ...]]:
         """The cached names for the job, dropped first if its vertex set is no longer the cached one."""
@@ -159,10 +188,17 @@ async def collect(
     now_ms: int,
     cache: MetricNameCache,
     taskmanagers: TaskManagerSample,
+    *,
+    warm_up_pause_s: float = WARM_UP_PAUSE_S,
+    sleep: Sleep = asyncio.sleep,
 ) -> JobSample | Unavailable:
-    """Never raises: every failure becomes an Unavailable with a reason and a readable detail."""
+    """Never raises: every failure becomes an Unavailable with a reason and a readable detail.
+
+    ``sleep(warm_up_pause_s)`` is awaited at most once, on a job's first collection, before collecting
+    it once more because an answer was incomplete (tests pass 0 or a recording sleep).
+    """
     try:
-        return await _collect(client, target, now_ms, cache, taskmanagers)
+        return await _collect(client, target, now_ms, cache, taskmanagers, lambda: sleep(warm_up_pause_s))
     except _NotRunning as err:
         return Unavailable(target, Reason.NOT_RUNNING, str(err))
     except MissingMetrics as err:
@@ -184,6 +220,31 @@ async def _collect(
     now_ms: int,
     cache: MetricNameCache,
     taskmanagers: TaskManagerSample,
+    pause: Callable[[], Awaitable[object]],
+) -> JobSample:
+    """One attempt; on a job's first collection a second one after the pause if metrics were missing.
+
+    The whole collection is repeated, ``/jobs/:id`` included: its IO counters come from the same lazy
+    metric store, so they are as stale as the empty answer was.
+    """
+    job = target.job
+    try:
+        return await _collect_once(client, target, now_ms, cache, taskmanagers)
+    except MissingMetrics as err:
+        if cache.is_warm(job.key, job.job_id):
+            raise
+        # The lazy fetcher answered from an empty or older fetch; our queries triggered a new one.
+        log.info("metrics_warm_up", job=job.key, detail=str(err))
+    await pause()
+    return await _collect_once(client, target, now_ms, cache, taskmanagers)
+
+
+async def _collect_once(
+    client: FlinkClient,
+    target: JobTarget,
+    now_ms: int,
+    cache: MetricNameCache,
+    taskmanagers: TaskManagerSample,
 ) -> JobSample:
     job = target.job
     details = await _job_details(client, job.job_id)
@@ -191,22 +252,15 @@ async def _collect(
     topology = details.topology()
     live = [v.id for v in topology if v.status != FINISHED]
     names = await _vertex_names(client, job.job_id, job.key, topology, live, cache)
-    queries = {vid: _VertexQuery.plan(topology, vid, names[vid]) for vid in live}
-    answers = await _gather(
-        {
-            vid: client.vertex_metrics(job.job_id, vid, q.names, VERTEX_AGGREGATES)
-            for vid, q in queries.items()
-        }
-    )
+    read, missing = await _read_vertices(client, job.job_id, topology, names, live)
+    if missing:
+        cache.drop_names(job.key)  # a listing or an answer without the names: re-list next time
+        raise next(missing[vid] for vid in live if vid in missing)
+    cache.mark_warm(job.key, job.job_id)
     # A finished vertex has no running subtasks to report; like the reference, it counts as idle.
     vertices = {v.id: _finished_sample(details, v.id) for v in topology if v.status == FINISHED}
-    for vid, query in queries.items():
-        try:
-            query.check_answer(answers[vid])
-        except MissingMetrics:
-            cache.forget(job.key)  # an answer without listed names: re-list next tick
-            raise
-        vertices[vid] = query.sample(answers[vid], details, target)
+    for vid, (query, answer) in read.items():
+        vertices[vid] = query.sample(answer, details, target)
     partitions = {
         vid: n for vid in live if topology.is_source(vid) and (n := source_partitions(names[vid])) > 0
     }
@@ -219,6 +273,45 @@ async def _collect(
         taskmanagers=taskmanagers,
         num_source_partitions=partitions,
     )
+
+
+_Read = tuple["_VertexQuery", Mapping[str, AggregatedMetric]]
+
+
+async def _read_vertices(
+    client: FlinkClient,
+    job_id: str,
+    topology: JobTopology,
+    names: Mapping[str, Sequence[str]],
+    vertex_ids: Sequence[str],
+) -> tuple[dict[str, _Read], dict[str, MissingMetrics]]:
+    """Query every vertex at once: the complete answers, and why the others are incomplete.
+
+    Any other failure (HTTP, unreachable) is raised once every query has finished.
+    """
+    results = await asyncio.gather(
+        *(_read_vertex(client, job_id, topology, vid, names[vid]) for vid in vertex_ids),
+        return_exceptions=True,
+    )
+    read: dict[str, _Read] = {}
+    missing: dict[str, MissingMetrics] = {}
+    for vid, result in zip(vertex_ids, results, strict=True):
+        if isinstance(result, MissingMetrics):
+            missing[vid] = result
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            read[vid] = result
+    return read, missing
+
+
+async def _read_vertex(
+    client: FlinkClient, job_id: str, topology: JobTopology, vid: str, listed: Sequence[str]
+) -> _Read:
+    query = _VertexQuery.plan(topology, vid, listed)
+    answer = await client.vertex_metrics(job_id, vid, query.names, VERTEX_AGGREGATES)
+    query.check_answer(answer)
+    return query, answer
 
 
 async def _job_details(client: FlinkClient, job_id: str) -> JobDetails:
@@ -292,6 +385,7 @@ class _VertexQuery:
     is_source: bool
     busy: str
     backpressure: str | None
+    accumulated_busy: str | None  # accumulateBusyTimeMs when listed
     in_per_s: tuple[str, ...]  # sources: Source__*.numRecordsInPerSecond; others: numRecordsInPerSecond
     records_in: tuple[str, ...]  # sources: Source__*.numRecordsIn
     records_out: tuple[str, ...]  # sources: Source__*.numRecordsOut
@@ -321,6 +415,7 @@ class _VertexQuery:
             is_source=source,
             busy=busy[0],
             backpressure=backpressure[0] if backpressure else None,
+            accumulated_busy=ACCUMULATED_BUSY_TIME if ACCUMULATED_BUSY_TIME in listed else None,
             in_per_s=tuple(in_per_s),
             records_in=tuple(records_in),
             records_out=tuple(records_out),
@@ -329,7 +424,7 @@ class _VertexQuery:
 
     @property
     def names(self) -> tuple[str, ...]:
-        optional = (self.backpressure,) if self.backpressure else ()
+        optional = tuple(n for n in (self.backpressure, self.accumulated_busy) if n)
         every = (self.busy, *optional, *self.in_per_s, *self.records_in, *self.records_out, *self.pending)
         return tuple(dict.fromkeys(every))
 
@@ -344,8 +439,14 @@ class _VertexQuery:
         self, answer: Mapping[str, AggregatedMetric], details: JobDetails, target: JobTarget
     ) -> VertexSample:
         io = details.vertex_io(self.vertex_id)
-        busy = _by_aggregator(answer[self.busy], target.options.busy_time_aggregator)
+        aggregator = target.options.busy_time_aggregator
+        busy = _by_aggregator(answer[self.busy], aggregator)
         backpressure = answer[self.backpressure].avg if self.backpressure in answer else NAN
+        acc_busy = (
+            _by_aggregator(answer[self.accumulated_busy], aggregator)
+            if self.accumulated_busy in answer
+            else NAN
+        )
         in_per_s = _sum(answer, self.in_per_s)
         if not self.is_source:
             return VertexSample(
@@ -355,6 +456,7 @@ class _VertexQuery:
                 num_records_out=io.write_records,
                 accumulated_busy_time_ms=io.accumulated_busy_time_ms,
                 num_records_in_per_s=in_per_s,
+                accumulated_busy_time_agg_ms=acc_busy,
             )
         lag = self._lag(answer)
         return VertexSample(
@@ -368,6 +470,7 @@ class _VertexQuery:
             observed_tpr=observed_true_processing_rate(
                 in_per_s, lag, backpressure, target.options.observed_tpr_lag_threshold.total_seconds()
             ),
+            accumulated_busy_time_agg_ms=acc_busy,
         )
 
     def _source_records_in(self, read_records: float, answer: Mapping[str, AggregatedMetric]) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +27,7 @@ from autoscaler.clock import Clock, SystemClock
 from autoscaler.collect import MetricNameCache, collect, collect_taskmanagers
 from autoscaler.decide import Decision, decide
 from autoscaler.discover import discover
+from autoscaler.evaluate.history import record_metrics, trim_history
 from autoscaler.events import Event, EventLog, EventSink, EventType
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkError, FlinkUnreachable
@@ -46,7 +48,16 @@ log = structlog.get_logger(__name__)
 
 
 class Evaluator(Protocol):
-    def evaluate(self, samples: Sequence[JobSample], now_ms: int) -> dict[str, JobEvaluation]: ...
+    def evaluate(
+        self,
+        samples: Sequence[JobSample],
+        now_ms: int,
+        *,
+        history: Mapping[str, Sequence[ScalingRecord]] | None = None,
+    ) -> dict[str, JobEvaluation]:
+        """Every job of the tick at once; ``history`` (job key -> records, oldest first) feeds the
+        history-dependent rules (restart time, ineffective scale-ups, scalability)."""
+        ...
 
     def forget(self, job_keys: Sequence[str]) -> None: ...
 
@@ -185,7 +196,13 @@ class Daemon:
             return {}, None
         started = time.perf_counter()
         try:
-            evaluations = await asyncio.to_thread(self.evaluator.evaluate, samples, now_ms)
+            # Each job's scaling history feeds restart-time tracking, effectiveness and scalability.
+            history = {
+                s.job.key: trim_history(self.state.load(s.job.key).history, now_ms, s.target.options)
+                for s in samples
+            }
+            evaluate = functools.partial(self.evaluator.evaluate, samples, now_ms, history=history)
+            evaluations = await asyncio.to_thread(evaluate)
         except Exception as exc:  # Spark failing must not stop the loop; nothing scales this tick
             log.error("evaluation_failed", error=str(exc), exc_info=True)
             for s in samples:
@@ -214,6 +231,7 @@ class Daemon:
                     )
                     return self._done(JobOutcome(job, now_ms, Reason.AUTOSCALER_ERROR, detail))
                 self.metrics.report_evaluation(evaluation)
+                self._report_ineffective(evaluation, now_ms)
                 decision = decide(evaluation, state, options, now_ms)
                 outcome = await self._execute(decision, sample.target, now_ms)
                 self.metrics.report_outcome(
@@ -299,8 +317,10 @@ class Daemon:
         realized = await realize(cluster.client, job, desired)
         previous = {vid: c.current for vid, c in changes.items()}
         pending = PendingRescale(job.job_id, now_ms, desired, previous)
-        record = ScalingRecord(now_ms, {vid: (c.current, c.target) for vid, c in changes.items()})
-        self._save(job.key, decision.state.with_scaling(record, pending, options.history_max_count))
+        change_map = {vid: (c.current, c.target) for vid, c in changes.items()}
+        metrics = record_metrics(decision.evaluation, change_map) if decision.evaluation else {}
+        scaled = decision.state.with_scaling(ScalingRecord(now_ms, change_map, metrics=metrics), pending)
+        self._save(job.key, replace(scaled, history=trim_history(scaled.history, now_ms, options)))
         if realized.issued:
             body = ", ".join(f"{vid}: {b.lower}..{b.upper}" for vid, b in realized.requirements.items())
             self._event(
@@ -313,6 +333,30 @@ class Daemon:
         else:
             log.info("requirements_already_match", desired=desired)
         return JobOutcome(job, now_ms, Reason.SCALING, decision.detail, decision, chain, realized)
+
+    def _report_ineffective(self, evaluation: JobEvaluation, now_ms: int) -> None:
+        """The reference always reports an ineffective scale-up; blocking it is a separate option."""
+        options = evaluation.sample.target.options
+        names = {v.id: v.name for v in evaluation.sample.topology}
+        for vid in evaluation.ineffective_scale_ups:
+            v = evaluation.vertices[vid]
+            blocked = (
+                " (further scale-ups blocked)" if options.scaling_effectiveness_detection_enabled else ""
+            )
+            text = (
+                f"Ineffective scaling detected for {names.get(vid, vid)} ({vid}): processing rate "
+                f"{v.true_processing_rate:.2f} after the last scale-up did not reach "
+                f"scaling.effectiveness.threshold {options.scaling_effectiveness_threshold}{blocked}"
+            )
+            self._event(
+                evaluation.job.key,
+                Reason.INEFFECTIVE_SCALING,
+                EventType.NORMAL,
+                text,
+                now_ms,
+                key=f"IneffectiveScaling:{vid}",
+                interval_ms=_ms(options.scaling_event_interval),
+            )
 
     async def _run_plugins(
         self, decision: Decision, options: AutoscalerOptions, configured: ConfiguredChain

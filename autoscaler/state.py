@@ -58,15 +58,22 @@ class PendingRescale:
 
 @dataclass(frozen=True, slots=True)
 class ScalingRecord:
-    """One executed scaling: the parallelism before and after, per changed vertex."""
+    """One executed scaling: the parallelism before and after, per changed vertex.
+
+    ``metrics`` holds, per changed vertex, (true processing rate, expected processing rate) at decision
+    time: ineffective scale-up detection and the observed scalability coefficient read them back
+    (``autoscaler.evaluate.history``). A vertex without an entry is simply not judged.
+    """
 
     ts_ms: int
     changes: Mapping[VertexId, tuple[int, int]]
     confirmed_ms: int | None = None
     restart_duration_ms: int | None = None
+    metrics: Mapping[VertexId, tuple[float, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "changes", frozen_map(self.changes))
+        object.__setattr__(self, "metrics", frozen_map(self.metrics))
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,21 +86,18 @@ class JobState:
     def __post_init__(self) -> None:
         object.__setattr__(self, "delayed_scale_down", frozen_map(self.delayed_scale_down))
 
-    def with_scaling(self, record: ScalingRecord, pending: PendingRescale | None, max_count: int) -> JobState:
-        """State after executing a scaling: delayed scale-downs are void, history keeps ``max_count``."""
-        history = (*self.history, record)[-max_count:] if max_count > 0 else ()
-        return replace(
-            self, last_rescale_ms=record.ts_ms, pending=pending, delayed_scale_down={}, history=history
-        )
+    def with_scaling(self, record: ScalingRecord, pending: PendingRescale | None) -> JobState:
+        """State after executing a scaling: delayed scale-downs are void, the record joins the history.
 
-    def trimmed(self, now_ms: int, max_age_ms: int, max_count: int) -> JobState:
-        """Drop history older than ``max_age_ms`` or beyond ``max_count``; the newest entry is always kept."""
-        if not self.history:
-            return self
-        kept = [r for r in self.history if r.ts_ms >= now_ms - max_age_ms][-max_count:] if max_count else []
-        if not kept:
-            kept = [self.history[-1]]
-        return self if tuple(kept) == self.history else replace(self, history=tuple(kept))
+        Trimming is per vertex (``autoscaler.evaluate.history.trim_history``), done by the caller.
+        """
+        return replace(
+            self,
+            last_rescale_ms=record.ts_ms,
+            pending=pending,
+            delayed_scale_down={},
+            history=(*self.history, record),
+        )
 
 
 class StateStore(Protocol):

@@ -152,14 +152,21 @@ class StubEvaluator:
     are in band. ``fail=True`` makes every evaluation raise, as a broken Spark session would.
     """
 
-    def __init__(self, targets: Mapping[str, int] | None = None, *, fail: bool = False) -> None:
+    def __init__(
+        self, targets: Mapping[str, int] | None = None, *, fail: bool = False, ineffective: Sequence[str] = ()
+    ) -> None:
         self.targets = dict(targets or {})
+        self.ineffective = set(ineffective)  # vertex names flagged as an ineffective last scale-up
         self.fail = fail
         self.calls: list[list[str]] = []
+        self.histories: list[dict[str, Any]] = []
         self.forgotten: list[str] = []
 
-    def evaluate(self, samples: Sequence[JobSample], now_ms: int) -> dict[str, JobEvaluation]:
+    def evaluate(
+        self, samples: Sequence[JobSample], now_ms: int, *, history: Mapping[str, Any] | None = None
+    ) -> dict[str, JobEvaluation]:
         self.calls.append([s.job.key for s in samples])
+        self.histories.append(dict(history or {}))
         if self.fail:
             raise RuntimeError("Spark session is gone")
         out = {}
@@ -167,12 +174,15 @@ class StubEvaluator:
             vertices = {}
             for vid, info in s.topology.vertices.items():
                 target = self.targets.get(info.name, info.parallelism)
-                vertices[vid] = vertex_eval(
-                    vid,
-                    info.parallelism,
-                    target,
-                    outside_band=info.name in self.targets,
-                    max_parallelism=info.max_parallelism,
+                vertices[vid] = replace(
+                    vertex_eval(
+                        vid,
+                        info.parallelism,
+                        target,
+                        outside_band=info.name in self.targets,
+                        max_parallelism=info.max_parallelism,
+                    ),
+                    ineffective_scale_up=info.name in self.ineffective,
                 )
             out[s.job.key] = JobEvaluation(
                 s, vertices, processing_backlog=False, window_samples=10, window_full=True

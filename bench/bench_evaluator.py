@@ -68,6 +68,7 @@ class Fleet:
                     num_records_in_per_s=rate * rng.uniform(0.9, 1.1),
                     pending_records=1000.0 + (10.0 * t_s if vid == "src" else 0.0),
                     observed_tpr=rng.choice([float("nan"), 3 * rate]),
+                    accumulated_busy_time_agg_ms=600.0 * t_s,  # the counter the default TPR path reads
                 )
                 for vid in topo.vertices
             }

@@ -15,17 +15,28 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
-from autoscaler.evaluate.scaler import compute_target_parallelism
+from autoscaler.evaluate.history import (
+    VertexScaling,
+    is_ineffective_scale_up,
+    scalability_coefficient,
+    vertex_history,
+)
+from autoscaler.evaluate.scaler import compute_busy_time_parallelism, compute_target_parallelism
 from autoscaler.model import NAN, JobSample, JobTopology, VertexEvaluation, VertexId, VertexSample
 from autoscaler.settings import AutoscalerOptions, BusyTimeAggregator
+from autoscaler.state import ScalingRecord
 
 __all__ = [
     "AverageParts",
+    "ProcessingRates",
     "RatePoints",
     "VertexAggregates",
     "aggregate_window",
     "busy_time_avg",
+    "busy_time_bounds",
+    "busy_time_thresholds",
     "capacity",
     "catch_up_rate",
     "edge_data_rate",
@@ -35,6 +46,8 @@ __all__ = [
     "get_rate",
     "is_processing_backlog",
     "java_round",
+    "processing_rates",
+    "propagate_rates",
     "target_data_rate",
     "thresholds",
     "tpr_input_rate",
@@ -149,6 +162,7 @@ class VertexAggregates:
     busy_count: int = 0
     busy_infinite: int = 0
     accumulated_busy_rate: float = NAN  # getRate(ACCUMULATED_BUSY_TIME), ms/s summed over subtasks
+    accumulated_busy_agg_rate: float = NAN  # getRate(accumulateBusyTimeMs by the aggregator), ms/s
     records_in_rate: float = NAN  # getRate(NUM_RECORDS_IN)
     records_out_rate: float = NAN  # getRate(NUM_RECORDS_OUT)
     lag_rate: float = NAN  # getRate(LAG)
@@ -192,6 +206,9 @@ def aggregate_window(samples: Sequence[tuple[int, VertexSample]]) -> VertexAggre
         busy_count=busy.count,
         busy_infinite=busy.infinite,
         accumulated_busy_rate=get_rate(RatePoints.of((ts, s.accumulated_busy_time_ms) for ts, s in ordered)),
+        accumulated_busy_agg_rate=get_rate(
+            RatePoints.of((ts, s.accumulated_busy_time_agg_ms) for ts, s in ordered)
+        ),
         records_in_rate=get_rate(RatePoints.of((ts, s.num_records_in) for ts, s in ordered)),
         records_out_rate=get_rate(RatePoints.of((ts, s.num_records_out) for ts, s in ordered)),
         lag_rate=get_rate(lag),
@@ -260,6 +277,45 @@ def tpr_input_rate(agg: VertexAggregates, aggregator: BusyTimeAggregator) -> flo
         return agg.records_in_rate
     avg = agg.records_in_per_s_avg
     return agg.records_in_rate if math.isnan(avg) or math.isinf(avg) else avg
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessingRates:
+    """The TPR's numerator and denominator, always from the same kind of source (FLINK-39306)."""
+
+    busy_ms_per_s: float  # busy time per second of the vertex as the aggregator sees it
+    input_rate: float  # records per second in
+    from_counters: bool  # both are counter deltas over the window (else Flink's gauge and meter)
+
+    @property
+    def load(self) -> float:
+        return self.busy_ms_per_s / 1000.0
+
+
+def processing_rates(agg: VertexAggregates, options: AutoscalerOptions, parallelism: int) -> ProcessingRates:
+    """Counter deltas when ``metrics.prefer-counter-rates`` (ours) and both counters were measured.
+
+    Flink's ``*PerSecond`` meters and the busy-time TimerGauge each cover their own trailing 60 s and
+    restart (the meter ramping up) after every rescale, so a TPR built from them disagrees with itself
+    whenever the load changes. The deltas of two counters over the same window cannot: busy ms/s =
+    getRate(accumulateBusyTimeMs aggregated by the busy-time aggregator) and input rate =
+    getRate(NUM_RECORDS_IN). When either counter is missing (NaN: not listed, legacy source, fewer
+    than two points) the reference path is used: getAverage(LOAD) or the AVG accumulated rate, with
+    the FLINK-39306 input rate.
+    """
+    if options.prefer_counter_rates:
+        busy, rate = agg.accumulated_busy_agg_rate, agg.records_in_rate
+        if _counter_rate(busy) and _counter_rate(rate):
+            return ProcessingRates(busy, rate, True)
+    aggregator = options.busy_time_aggregator
+    return ProcessingRates(
+        busy_time_avg(agg, aggregator, parallelism), tpr_input_rate(agg, aggregator), False
+    )
+
+
+def _counter_rate(rate: float) -> bool:
+    """A counter's rate is usable when finite and not negative (a falling counter means a reset)."""
+    return math.isfinite(rate) and rate >= 0
 
 
 def true_processing_rate(
@@ -336,91 +392,188 @@ def evaluate_vertices(
     aggregates: Mapping[VertexId, VertexAggregates],
     options: AutoscalerOptions,
     restart_time_s: float | None = None,
+    history: Sequence[ScalingRecord] = (),
 ) -> tuple[dict[VertexId, VertexEvaluation], bool]:
-    """Reference §1.5-§1.6 for one job: propagate rates in topological order, then scale each vertex.
+    """Reference §1.5-§1.10 for one job: propagate rates in topological order, then scale each vertex.
 
     Returns the evaluations and the processing-backlog flag. A vertex without aggregates, or whose TPR or
     TDR is unknown, keeps its parallelism; unknown rates flow downstream as NaN (FLINK-39925 fixed).
+    ``history`` (the job's scaling records, oldest first) feeds ineffective scale-up detection and the
+    observed scalability coefficient; ``restart_time_s`` defaults to ``restart.time``.
     """
     topology = sample.topology
     restart_s = whole_seconds(options.restart_time) if restart_time_s is None else restart_time_s
-    catch_up_s = whole_seconds(options.catch_up_duration)
     backlog_s = whole_seconds(options.backlog_processing_lag_threshold)
     sources = [vid for vid in topology.vertices if topology.is_source(vid)]
     backlog = any(
         is_processing_backlog(_agg(aggregates, v).lag_latest, _agg(aggregates, v).records_in_rate, backlog_s)
         for v in sources
     )
+    tdr, catch_up = propagate_rates(topology, aggregates, whole_seconds(options.catch_up_duration))
+    out = {
+        vid: _evaluate_vertex(
+            sample,
+            vid,
+            _agg(aggregates, vid),
+            _Demand(tdr[vid], catch_up[vid], backlog, restart_s),
+            options,
+            vertex_history(history, vid),
+        )
+        for vid in topology.vertices
+    }
+    return out, backlog
 
+
+def propagate_rates(
+    topology: JobTopology, aggregates: Mapping[VertexId, VertexAggregates], catch_up_s: float
+) -> tuple[dict[VertexId, float], dict[VertexId, float]]:
+    """Reference §1.5 TARGET_DATA_RATE and CATCH_UP_DATA_RATE of every vertex, sources first.
+
+    A source's own rates; every other vertex the sum over its inputs of their rates times the edge's
+    output ratio. An unknown ratio (a missing metric) makes the vertex and everything downstream NaN.
+    """
     tdr: dict[VertexId, float] = {}
     catch_up: dict[VertexId, float] = {}
-    out: dict[VertexId, VertexEvaluation] = {}
-    for vid, info in topology.vertices.items():
+    for vid in topology.vertices:
         agg = _agg(aggregates, vid)
         in_edges = topology.inputs(vid)
         if not in_edges:
             tdr[vid] = target_data_rate(agg.records_in_rate, agg.lag_rate)
             catch_up[vid] = catch_up_rate(agg.lag_latest, catch_up_s)
-        else:
-            tdr[vid], catch_up[vid] = 0.0, 0.0
-            for upstream in _distinct(e.source for e in in_edges):
-                ratio = edge_output_ratio(
-                    _agg(aggregates, upstream).records_in_rate,
-                    edge_data_rate(topology, aggregates, upstream, vid),
-                )
-                tdr[vid] += tdr[upstream] * ratio
-                catch_up[vid] += catch_up[upstream] * ratio
+            continue
+        tdr[vid], catch_up[vid] = 0.0, 0.0
+        for upstream in _distinct(e.source for e in in_edges):
+            ratio = edge_output_ratio(
+                _agg(aggregates, upstream).records_in_rate,
+                edge_data_rate(topology, aggregates, upstream, vid),
+            )
+            tdr[vid] += tdr[upstream] * ratio
+            catch_up[vid] += catch_up[upstream] * ratio
+    return tdr, catch_up
 
-        busy_ms = busy_time_avg(agg, options.busy_time_aggregator, info.parallelism)
-        tpr = true_processing_rate(
-            busy_ms,
-            tpr_input_rate(agg, options.busy_time_aggregator),
-            agg.observed_tpr_avg(options.observed_tpr_min_observations),
-            options.observed_tpr_switch_threshold,
+
+@dataclass(frozen=True, slots=True)
+class _Demand:
+    """What the rest of the job asks of one vertex (propagated rates) and the job-wide terms."""
+
+    target_data_rate: float
+    catch_up_data_rate: float
+    processing_backlog: bool
+    restart_s: float
+
+
+def _evaluate_vertex(
+    sample: JobSample,
+    vid: VertexId,
+    agg: VertexAggregates,
+    demand: _Demand,
+    options: AutoscalerOptions,
+    past: Sequence[VertexScaling],
+) -> VertexEvaluation:
+    """One vertex: TPR, thresholds and the recommendation, then the history-dependent rules."""
+    info = sample.topology.vertices[vid]
+    rates = processing_rates(agg, options, info.parallelism)
+    tpr = true_processing_rate(
+        rates.busy_ms_per_s,
+        rates.input_rate,
+        agg.observed_tpr_avg(options.observed_tpr_min_observations),
+        options.observed_tpr_switch_threshold,
+    )
+    alpha = scalability_coefficient(past, options) if options.observed_scalability_enabled else 1.0
+    placement: dict[str, Any] = {
+        "parallelism": info.parallelism,
+        "max_parallelism": info.max_parallelism,
+        "options": options,
+        "num_source_partitions": sample.num_source_partitions.get(vid, 0),
+        "input_ship_strategies": [e.ship_strategy for e in sample.topology.inputs(vid)],
+        "scalability_coefficient": alpha,
+    }
+    if options.busy_time_only_enabled:
+        tdr, catch_up = rates.input_rate, 0.0
+        scale_up, scale_down = busy_time_thresholds(rates.input_rate, demand.processing_backlog, options)
+        rec = compute_busy_time_parallelism(
+            load=rates.load,
+            true_processing_rate=tpr,
+            band=busy_time_bounds(demand.processing_backlog, options),
+            **placement,
         )
+    else:
+        tdr, catch_up = demand.target_data_rate, demand.catch_up_data_rate
         scale_up, scale_down = thresholds(
-            target_data_rate=tdr[vid],
-            catch_up_data_rate=catch_up[vid],
-            processing_backlog=backlog,
+            target_data_rate=tdr,
+            catch_up_data_rate=catch_up,
+            processing_backlog=demand.processing_backlog,
             options=options,
-            restart_s=restart_s,
+            restart_s=demand.restart_s,
         )
         target_capacity = capacity(
             options.utilization_target,
-            target_data_rate=tdr[vid],
-            catch_up_data_rate=catch_up[vid],
+            target_data_rate=tdr,
+            catch_up_data_rate=catch_up,
             with_restart=True,
-            restart_s=restart_s,
-            catch_up_s=catch_up_s,
+            restart_s=demand.restart_s,
+            catch_up_s=whole_seconds(options.catch_up_duration),
         )
         rec = compute_target_parallelism(
-            parallelism=info.parallelism,
-            max_parallelism=info.max_parallelism,
             true_processing_rate=tpr,
             target_capacity=target_capacity,
             scale_up_threshold=scale_up,
             scale_down_threshold=scale_down,
-            options=options,
-            num_source_partitions=sample.num_source_partitions.get(vid, 0),
-            input_ship_strategies=[e.ship_strategy for e in in_edges],
+            **placement,
         )
-        unknown = math.isnan(tpr) or math.isnan(tdr[vid])
-        out[vid] = VertexEvaluation(
-            vertex=vid,
+    unknown = math.isnan(tpr) or math.isnan(tdr)
+    ineffective = (
+        not unknown
+        and rec.parallelism > info.parallelism
+        and is_ineffective_scale_up(
+            past[-1] if past else None,
             parallelism=info.parallelism,
-            max_parallelism=info.max_parallelism,
-            load=busy_ms / 1000.0,
             true_processing_rate=tpr,
-            target_data_rate=tdr[vid],
-            catch_up_data_rate=catch_up[vid],
-            lag=agg.lag_latest,
-            scale_up_threshold=scale_up,
-            scale_down_threshold=scale_down,
-            target_parallelism=info.parallelism if unknown else rec.parallelism,
-            expected_processing_rate=rec.expected_processing_rate,
-            outside_band=False if unknown else rec.outside_band,
+            threshold=options.scaling_effectiveness_threshold,
         )
-    return out, backlog
+    )
+    blocked = ineffective and options.scaling_effectiveness_detection_enabled
+    return VertexEvaluation(
+        vertex=vid,
+        parallelism=info.parallelism,
+        max_parallelism=info.max_parallelism,
+        load=rates.load,
+        true_processing_rate=tpr,
+        target_data_rate=tdr,
+        catch_up_data_rate=catch_up,
+        lag=agg.lag_latest,
+        scale_up_threshold=scale_up,
+        scale_down_threshold=scale_down,
+        target_parallelism=info.parallelism if unknown or blocked else rec.parallelism,
+        expected_processing_rate=tpr if blocked else rec.expected_processing_rate,
+        outside_band=False if unknown else rec.outside_band,
+        ineffective_scale_up=ineffective,
+        rates_from_counters=rates.from_counters,
+        scalability_coefficient=alpha,
+    )
+
+
+def busy_time_thresholds(
+    input_rate: float, processing_backlog: bool, options: AutoscalerOptions
+) -> tuple[float, float]:
+    """Busy-time-only mode: the TPRs at which the load crosses the band, in / upper and in / lower.
+
+    Bounds are clamped to [0, 1] like the reference's capacity() and become [0, 1] while the job
+    processes backlog, as in §1.5. They are reported for dashboards; the band test itself is on the load.
+    """
+    upper, lower = busy_time_bounds(processing_backlog, options)
+    return _div(input_rate, upper), _div(input_rate, lower)
+
+
+def busy_time_bounds(processing_backlog: bool, options: AutoscalerOptions) -> tuple[float, float]:
+    """(upper, lower) utilization for busy-time-only mode, each within [0, 1]."""
+    if processing_backlog:
+        return 1.0, 0.0
+
+    def unit(u: float) -> float:
+        return min(1.0, max(0.0, u))
+
+    return unit(options.utilization_upper), unit(options.utilization_lower)
 
 
 def _agg(aggregates: Mapping[VertexId, VertexAggregates], vid: VertexId) -> VertexAggregates:

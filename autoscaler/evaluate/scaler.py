@@ -18,8 +18,10 @@ __all__ = [
     "align_parallelism",
     "alignment_applies",
     "clamp_scale_factor",
+    "compute_busy_time_parallelism",
     "compute_target_parallelism",
     "limit_parallelism",
+    "scale_by_factor",
 ]
 
 _INT_MAX = 2**31 - 1  # Java Integer.MAX_VALUE caps the raw parallelism
@@ -113,6 +115,7 @@ def compute_target_parallelism(
     options: AutoscalerOptions,
     num_source_partitions: int = 0,
     input_ship_strategies: Sequence[str] = (),
+    scalability_coefficient: float = 1.0,
 ) -> ParallelismRecommendation:
     """Reference §1.6: factor = target capacity / TPR, clamped, ceil(factor * p), limited, then aligned.
 
@@ -121,8 +124,78 @@ def compute_target_parallelism(
     tpr = true_processing_rate
     outside = tpr < scale_up_threshold or tpr > scale_down_threshold  # NaN compares False
     if math.isnan(tpr) or math.isnan(target_capacity):
-        return ParallelismRecommendation(parallelism, parallelism, math.nan, tpr, False)
-    factor = clamp_scale_factor(_ieee_div(target_capacity, tpr), options)
+        return _no_change(parallelism, tpr)
+    return scale_by_factor(
+        parallelism=parallelism,
+        max_parallelism=max_parallelism,
+        factor=_ieee_div(target_capacity, tpr),
+        true_processing_rate=tpr,
+        outside_band=outside,
+        options=options,
+        num_source_partitions=num_source_partitions,
+        input_ship_strategies=input_ship_strategies,
+        scalability_coefficient=scalability_coefficient,
+    )
+
+
+def compute_busy_time_parallelism(
+    *,
+    parallelism: int,
+    max_parallelism: int,
+    load: float,
+    true_processing_rate: float,
+    band: tuple[float, float],
+    options: AutoscalerOptions,
+    num_source_partitions: int = 0,
+    input_ship_strategies: Sequence[str] = (),
+    scalability_coefficient: float = 1.0,
+) -> ParallelismRecommendation:
+    """Busy-time-only mode (ours, FLINK-38538): size the vertex from its own busy time alone.
+
+    factor = load / utilization.target, so a vertex 100% busy at target 0.7 grows by 1/0.7 whatever
+    the output ratios upstream say. ``band`` is (upper, lower) utilization; the vertex is outside it
+    when its load is above upper, below lower, or saturated (load >= 1: busy time cannot exceed 1, so
+    with the default upper bound of 1 a saturated vertex could otherwise never count as overloaded).
+    The clamps, limits and alignment are the reference's. Unknown load recommends no change.
+    """
+    if math.isnan(load):
+        return _no_change(parallelism, true_processing_rate)
+    upper, lower = band
+    outside = load >= 1.0 or load > upper or load < lower
+    return scale_by_factor(
+        parallelism=parallelism,
+        max_parallelism=max_parallelism,
+        factor=_ieee_div(load, options.utilization_target),
+        true_processing_rate=true_processing_rate,
+        outside_band=outside,
+        options=options,
+        num_source_partitions=num_source_partitions,
+        input_ship_strategies=input_ship_strategies,
+        scalability_coefficient=scalability_coefficient,
+    )
+
+
+def scale_by_factor(
+    *,
+    parallelism: int,
+    max_parallelism: int,
+    factor: float,
+    true_processing_rate: float,
+    outside_band: bool,
+    options: AutoscalerOptions,
+    num_source_partitions: int = 0,
+    input_ship_strategies: Sequence[str] = (),
+    scalability_coefficient: float = 1.0,
+) -> ParallelismRecommendation:
+    """Reference §1.6 from the raw factor on: / alpha (§1.10), clamp, ceil, limits, alignment (§1.7).
+
+    The expected processing rate is taken after alignment (FLINK-39743), so effectiveness detection
+    compares against the parallelism really requested. A NaN factor (0/0, inf/inf) changes nothing.
+    """
+    factor = _ieee_div(factor, scalability_coefficient)
+    if math.isnan(factor):
+        return _no_change(parallelism, true_processing_rate)
+    factor = clamp_scale_factor(factor, options)
     scaled = factor * parallelism
     raw = _INT_MAX if not math.isfinite(scaled) else min(math.ceil(scaled), _INT_MAX)
     new_p, _, upper_limit = limit_parallelism(
@@ -137,8 +210,12 @@ def compute_target_parallelism(
             num_source_partitions=num_source_partitions,
             mode=options.parallelism_alignment_mode,
         )
-    expected = tpr / parallelism * new_p
-    return ParallelismRecommendation(parallelism, new_p, factor, expected, outside)
+    expected = true_processing_rate / parallelism * new_p
+    return ParallelismRecommendation(parallelism, new_p, factor, expected, outside_band)
+
+
+def _no_change(parallelism: int, true_processing_rate: float) -> ParallelismRecommendation:
+    return ParallelismRecommendation(parallelism, parallelism, math.nan, true_processing_rate, False)
 
 
 def _ieee_div(a: float, b: float) -> float:

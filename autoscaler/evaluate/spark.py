@@ -29,9 +29,11 @@ from autoscaler.evaluate.formulas import (
     get_average,
     get_rate,
 )
+from autoscaler.evaluate.history import restart_time_s as restart_time_from_history
 from autoscaler.evaluate.window import WindowBook, WindowStatus
 from autoscaler.model import JobEvaluation, JobSample, VertexEvaluation, VertexId, VertexSample
 from autoscaler.settings import SparkSettings
+from autoscaler.state import ScalingRecord
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -57,6 +59,7 @@ SAMPLE_COLUMNS: dict[str, str] = {
     "num_records_in_per_s": "records_in_per_s",
     "pending_records": "pending",
     "observed_tpr": "observed_tpr",
+    "accumulated_busy_time_agg_ms": "acc_busy_agg",
 }
 KEY_COLUMNS = ("job_key", "epoch", "vertex_id", "ts_ms")
 ROW_COLUMNS = (*KEY_COLUMNS, *SAMPLE_COLUMNS.values())
@@ -189,6 +192,7 @@ AGGREGATES: tuple[str, ...] = (
     *_average_aggs(_value("observed_tpr"), "tpr"),
     *_average_aggs(_value("backpressure"), "bp"),
     *_rate_aggs(_value("acc_busy"), "acc_busy"),
+    *_rate_aggs(_value("acc_busy_agg"), "acc_busy_agg"),
     *_rate_aggs(_value("records_in"), "in"),
     *_rate_aggs(_value("records_out"), "out"),
     *_rate_aggs(_value("pending"), "lag"),
@@ -230,6 +234,7 @@ def _aggregates(row: Mapping[str, Any]) -> VertexAggregates:
         busy_count=busy.count,
         busy_infinite=busy.infinite,
         accumulated_busy_rate=get_rate(_points(row, "acc_busy")),
+        accumulated_busy_agg_rate=get_rate(_points(row, "acc_busy_agg")),
         records_in_rate=get_rate(_points(row, "in")),
         records_out_rate=get_rate(_points(row, "out")),
         lag_rate=get_rate(lag),
@@ -320,10 +325,14 @@ class SparkEvaluator:
         now_ms: int,
         *,
         restart_times_s: Mapping[str, float] | None = None,
+        history: Mapping[str, Sequence[ScalingRecord]] | None = None,
     ) -> dict[str, JobEvaluation]:
         """Append this tick's samples, slide every window, aggregate all jobs at once, evaluate each job.
 
-        ``restart_times_s`` (by job key) overrides ``restart.time`` where restart tracking knows better.
+        ``history`` (by job key, oldest first) feeds the history-dependent rules: restart-time tracking,
+        ineffective scale-up detection and the observed scalability coefficient. ``restart_times_s`` (by
+        job key) overrides the restart time; without it a job's restart time comes from its history
+        (:func:`autoscaler.evaluate.history.restart_time_s`), i.e. ``restart.time`` unless tracked.
         If Spark fails, the window bookkeeping rolls back so the next tick starts from the rows Spark has.
         """
         saved = self._book.copy()
@@ -354,8 +363,10 @@ class SparkEvaluator:
             key: sum(a.samples for a in per_vertex.values()) for key, per_vertex in aggregates.items()
         }
         restart = restart_times_s or {}
+        past = history or {}
         return {
-            key: _job_evaluation(t, aggregates.get(key, {}), restart.get(key)) for key, t in ticks.items()
+            key: _job_evaluation(t, aggregates.get(key, {}), restart.get(key), past.get(key, ()))
+            for key, t in ticks.items()
         }
 
     def _observe(self, samples: Sequence[JobSample], now_ms: int) -> dict[str, _Tick]:
@@ -396,14 +407,20 @@ class SparkEvaluator:
 
 
 def _job_evaluation(
-    tick: _Tick, aggregates: Mapping[VertexId, VertexAggregates], restart_time_s: float | None
+    tick: _Tick,
+    aggregates: Mapping[VertexId, VertexAggregates],
+    restart_time_s: float | None,
+    history: Sequence[ScalingRecord],
 ) -> JobEvaluation:
     """Evaluate upfront whenever the window holds rows; ``not_ready`` says whether it may drive a decision."""
     sample, status = tick.sample, tick.status
+    options = sample.target.options
+    restart_s = restart_time_s if restart_time_s is not None else restart_time_from_history(history, options)
     vertices: dict[VertexId, VertexEvaluation] = {}
     backlog = False
-    if aggregates and not status.stabilizing:
-        vertices, backlog = evaluate_vertices(sample, aggregates, sample.target.options, restart_time_s)
+    evaluated = bool(aggregates) and not status.stabilizing
+    if evaluated:
+        vertices, backlog = evaluate_vertices(sample, aggregates, options, restart_s, history)
     return JobEvaluation(
         sample=sample,
         vertices=vertices,
@@ -411,4 +428,5 @@ def _job_evaluation(
         window_samples=max((a.samples for a in aggregates.values()), default=0),
         window_full=status.full,
         not_ready=status.not_ready,
+        restart_time_s=restart_s if evaluated else math.nan,
     )

@@ -12,11 +12,14 @@ import pytest
 import respx
 from conftest import load_fixture
 
+from autoscaler.clock import FakeClock
 from autoscaler.collect import MetricNameCache, collect, collect_taskmanagers, observed_true_processing_rate
 from autoscaler.flink.client import FlinkClient
 from autoscaler.model import JobRef, JobSample, JobTarget, TaskManagerSample, Unavailable
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions, BusyTimeAggregator
+from autoscaler.simulator import Constant, SimCluster, SimClusterSpec, work_job
+from autoscaler.simulator import transport as sim_transport
 
 BASE = "http://jm:8081"
 JID = "b504ef90bb3f9a8f570595d5ecf7ca6e"
@@ -41,7 +44,9 @@ class FakeFlink:
     Values are the recorded ones (src_subtasks_metrics.json, work_subtasks_metrics.json). Wired on top,
     because the recording did not query them: the source operator's numRecordsInPerSecond = 1203.2 (its
     recorded numRecordsOutPerSecond: a source emits what it reads), numRecordsIn/Out = 123362 (the source's
-    write-records in job.json), and an Aggregate vertex that lists Work's task-level names.
+    write-records in job.json), accumulateBusyTimeMs = each vertex's accumulated-busy-time in job.json
+    (one subtask each, so min = max = avg = sum; flink-rest.md §4 shows the counter aggregating like any
+    other), and an Aggregate vertex that lists Work's task-level names.
     """
 
     def __init__(self) -> None:
@@ -58,24 +63,31 @@ class FakeFlink:
                 "Source__BacklogSource.numRecordsInPerSecond": {"max": 1203.2, "avg": 1203.2, "sum": 1203.2},
                 "Source__BacklogSource.numRecordsIn": {"max": 123362.0, "avg": 123362.0, "sum": 123362.0},
                 "Source__BacklogSource.numRecordsOut": {"max": 123361.0, "avg": 123361.0, "sum": 123361.0},
+                "accumulateBusyTimeMs": {"min": 641.0, "max": 641.0, "avg": 641.0, "sum": 641.0},
             },
-            WORK: _values("work_subtasks_metrics.json"),
+            WORK: {
+                **_values("work_subtasks_metrics.json"),
+                "accumulateBusyTimeMs": {"min": 89002.0, "max": 89002.0, "avg": 89002.0, "sum": 89002.0},
+            },
             AGG: {
                 "busyTimeMsPerSecond": {"min": 2.0, "max": 4.0, "avg": 3.0, "sum": 3.0},
                 "backPressuredTimeMsPerSecond": {"max": 0.0, "avg": 0.0, "sum": 0.0},
                 "numRecordsInPerSecond": {"max": 1247.6, "avg": 1247.6, "sum": 1247.6},
+                "accumulateBusyTimeMs": {"min": 20.0, "max": 40.0, "avg": 30.0, "sum": 90.0},
             },
         }
         self.tm_listing = _names("tm_metrics_names.json")
         self.tm_values = _values("tm_metrics.json")
         self.listed: Counter[str] = Counter()  # name listings per vertex id ("tm" for TaskManagers)
         self.queried: list[tuple[str, list[str]]] = []
-        self.empty_answers: set[str] = set()  # vertices whose next query answers [] (the lazy fetcher)
+        self.details_reads = 0  # GET /jobs/:id
+        self.empty_answers: Counter[str] = Counter()  # how many next queries answer [] (lazy fetcher)
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         parts = request.url.path.strip("/").split("/")
         get = request.url.params.get("get")
         if parts == ["jobs", JID]:
+            self.details_reads += 1
             return httpx.Response(200, json=self.job)
         if parts[:3] == ["jobs", JID, "vertices"] and parts[4:] == ["subtasks", "metrics"]:
             return self._metrics(parts[3], self.listings[parts[3]], self.values[parts[3]], get)
@@ -91,8 +103,8 @@ class FakeFlink:
             return httpx.Response(200, json=[{"id": n} for n in listing])
         names = get.split(",")
         self.queried.append((key, names))
-        if key in self.empty_answers:
-            self.empty_answers.discard(key)
+        if self.empty_answers[key] > 0:
+            self.empty_answers[key] -= 1
             return httpx.Response(200, json=[])
         if any(n not in listing for n in names):
             return httpx.Response(200, json=[])
@@ -120,14 +132,40 @@ async def client() -> AsyncIterator[FlinkClient]:
         yield c
 
 
-async def _sample(client: FlinkClient, cache: MetricNameCache, target: JobTarget = TARGET) -> JobSample:
-    result = await collect(client, target, NOW_MS, cache, TaskManagerSample())
+class RecordingSleep:
+    """Stands in for asyncio.sleep: records the pauses, waits for nothing."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+
+
+async def _sample(
+    client: FlinkClient,
+    cache: MetricNameCache,
+    target: JobTarget = TARGET,
+    sleep: RecordingSleep | None = None,
+) -> JobSample:
+    result = await collect(
+        client, target, NOW_MS, cache, TaskManagerSample(), sleep=sleep or RecordingSleep()
+    )
     assert isinstance(result, JobSample), result
     return result
 
 
-async def _unavailable(client: FlinkClient, cache: MetricNameCache | None = None) -> Unavailable:
-    result = await collect(client, TARGET, NOW_MS, cache or MetricNameCache(), TaskManagerSample())
+async def _unavailable(
+    client: FlinkClient, cache: MetricNameCache | None = None, sleep: RecordingSleep | None = None
+) -> Unavailable:
+    result = await collect(
+        client,
+        TARGET,
+        NOW_MS,
+        cache or MetricNameCache(),
+        TaskManagerSample(),
+        sleep=sleep or RecordingSleep(),
+    )
     assert isinstance(result, Unavailable), result
     return result
 
@@ -135,7 +173,7 @@ async def _unavailable(client: FlinkClient, cache: MetricNameCache | None = None
 # --------------------------------------------------------------------------------------------- the happy path
 async def test_sample_from_the_recorded_job(fake: FakeFlink, client: FlinkClient) -> None:
     tms = TaskManagerSample(gc_time_ms_per_s=1.0, heap_used=2.0, heap_max=4.0, cpu_load_avg=0.5)
-    sample = await collect(client, TARGET, NOW_MS, MetricNameCache(), tms)
+    sample = await collect(client, TARGET, NOW_MS, MetricNameCache(), tms, warm_up_pause_s=0)
     assert isinstance(sample, JobSample)
     assert (sample.target, sample.ts_ms, sample.running_since_ms) == (TARGET, NOW_MS, 1795246565789)
     assert list(sample.topology.vertices) == [SRC, WORK, AGG]
@@ -150,6 +188,7 @@ async def test_sample_from_the_recorded_job(fake: FakeFlink, client: FlinkClient
     )  # read-records is 0 for a source: Source__BacklogSource.numRecordsIn
     assert src.num_records_out == 123362.0  # write-records
     assert src.accumulated_busy_time_ms == 641.0
+    assert src.accumulated_busy_time_agg_ms == 641.0  # accumulateBusyTimeMs, max over subtasks
     assert src.num_records_in_per_s == 1203.2
     assert src.pending_records == 66945.0
     # Catching up: lag 66945 >= 30 s * 1203.2/s = 36096, so TPR = 1203.2 / (1 - 999/1000) = 1203.2 / 0.001
@@ -163,6 +202,7 @@ async def test_sample_from_the_recorded_job(fake: FakeFlink, client: FlinkClient
         110890.0,
         89002.0,
     )
+    assert work.accumulated_busy_time_agg_ms == 89002.0
     assert work.num_records_in_per_s == pytest.approx(1247.6333333333334)
     assert math.isnan(work.pending_records) and math.isnan(work.observed_tpr)
 
@@ -177,6 +217,7 @@ async def test_queries_only_listed_names_per_vertex(fake: FakeFlink, client: Fli
     assert set(queried[SRC]) == {
         "busyTimeMsPerSecond",
         "backPressuredTimeMsPerSecond",
+        "accumulateBusyTimeMs",
         "Source__BacklogSource.numRecordsInPerSecond",
         "Source__BacklogSource.numRecordsIn",
         "Source__BacklogSource.numRecordsOut",
@@ -185,17 +226,36 @@ async def test_queries_only_listed_names_per_vertex(fake: FakeFlink, client: Fli
     assert set(queried[WORK]) == {
         "busyTimeMsPerSecond",
         "backPressuredTimeMsPerSecond",
+        "accumulateBusyTimeMs",
         "numRecordsInPerSecond",
     }
 
 
-@pytest.mark.parametrize(("aggregator", "expected"), [("MAX", 4.0), ("AVG", 3.0), ("MIN", 2.0)])
+@pytest.mark.parametrize(
+    ("aggregator", "expected", "counter"), [("MAX", 4.0, 40.0), ("AVG", 3.0, 30.0), ("MIN", 2.0, 20.0)]
+)
 async def test_busy_time_aggregator(
-    fake: FakeFlink, client: FlinkClient, aggregator: str, expected: float
+    fake: FakeFlink, client: FlinkClient, aggregator: str, expected: float, counter: float
 ) -> None:
+    """The gauge and its counter are aggregated over subtasks alike (the counter's rate pairs with it)."""
     options = AutoscalerOptions(enabled=True, busy_time_aggregator=BusyTimeAggregator(aggregator))
     sample = await _sample(client, MetricNameCache(), JobTarget(TARGET.job, options))
     assert sample.vertices[AGG].busy_time_ms_per_s == expected
+    assert sample.vertices[AGG].accumulated_busy_time_agg_ms == counter
+
+
+async def test_busy_time_counter_not_listed_is_not_queried(fake: FakeFlink, client: FlinkClient) -> None:
+    """Optional: a Flink without the counter (or a legacy source) leaves it NaN, the gauge path is used."""
+    fake.listings[WORK].remove("accumulateBusyTimeMs")
+    sample = await _sample(client, MetricNameCache())
+    assert math.isnan(sample.vertices[WORK].accumulated_busy_time_agg_ms)
+    assert "accumulateBusyTimeMs" not in dict(fake.queried)[WORK]
+    assert sample.vertices[WORK].busy_time_ms_per_s == 1000.0
+
+
+async def test_busy_time_counter_nan_stays_nan(fake: FakeFlink, client: FlinkClient) -> None:
+    fake.values[WORK]["accumulateBusyTimeMs"] = {"min": "NaN", "max": "NaN", "avg": "NaN", "sum": "NaN"}
+    assert math.isnan((await _sample(client, MetricNameCache())).vertices[WORK].accumulated_busy_time_agg_ms)
 
 
 async def test_source_without_pending_records_has_no_lag(fake: FakeFlink, client: FlinkClient) -> None:
@@ -270,24 +330,84 @@ async def test_missing_source_backpressure_is_partial(fake: FakeFlink, client: F
 async def test_lazy_fetcher_empty_answer_is_partial_then_recovers(
     fake: FakeFlink, client: FlinkClient
 ) -> None:
-    cache = MetricNameCache()
-    await _sample(client, cache)
-    fake.empty_answers.add(WORK)
-    result = await _unavailable(client, cache)
+    """After a complete collection the job is warm: an empty answer skips the tick without a retry."""
+    cache, sleep = MetricNameCache(), RecordingSleep()
+    await _sample(client, cache, sleep=sleep)
+    fake.empty_answers[WORK] += 1
+    result = await _unavailable(client, cache, sleep=sleep)
     assert result.reason is Reason.PARTIAL_METRICS
     assert result.detail == f"vertex Work ({WORK}): no busyTimeMsPerSecond yet"
+    assert sleep.pauses == []
     before = fake.listed[WORK]
-    await _sample(client, cache)
+    await _sample(client, cache, sleep=sleep)
     assert fake.listed[WORK] == before + 1  # names are re-listed after an empty answer
+
+
+async def test_first_collection_retries_an_empty_answer_after_a_pause(
+    fake: FakeFlink, client: FlinkClient
+) -> None:
+    """flink-rest.md §6.1: the first query of a job can answer [] (the lazy fetcher); ask once more."""
+    sleep = RecordingSleep()
+    fake.empty_answers[WORK] += 1
+    result = await collect(client, TARGET, NOW_MS, MetricNameCache(), TaskManagerSample(), sleep=sleep)
+    assert isinstance(result, JobSample)
+    assert sleep.pauses == [1.0]  # the default warm-up pause
+    assert result.vertices[WORK].busy_time_ms_per_s == 1000.0
+    # The whole job is collected again, /jobs/:id included: its IO counters come from the same lazy
+    # metric store as the empty answer, so they were just as stale.
+    assert [key for key, _ in fake.queried] == [SRC, WORK, AGG] * 2
+    assert fake.details_reads == 2
+
+
+async def test_first_collection_gives_up_after_one_retry(fake: FakeFlink, client: FlinkClient) -> None:
+    sleep = RecordingSleep()
+    fake.empty_answers[SRC] += 2
+    fake.empty_answers[WORK] += 2
+    result = await _unavailable(client, sleep=sleep)
+    assert result.reason is Reason.PARTIAL_METRICS
+    assert len(sleep.pauses) == 1  # one pause for every incomplete vertex together
+    assert result.detail == f"vertex Source: BacklogSource ({SRC}): no busyTimeMsPerSecond yet"
+    assert fake.empty_answers[SRC] == fake.empty_answers[WORK] == 0  # each asked exactly twice
+    assert fake.details_reads == 2
+
+
+async def test_warm_up_pause_is_configurable(fake: FakeFlink, client: FlinkClient) -> None:
+    sleep = RecordingSleep()
+    fake.empty_answers[AGG] += 1
+    result = await collect(
+        client, TARGET, NOW_MS, MetricNameCache(), TaskManagerSample(), warm_up_pause_s=0.25, sleep=sleep
+    )
+    assert isinstance(result, JobSample) and sleep.pauses == [0.25]
+
+
+async def test_real_sleep_with_zero_pause(fake: FakeFlink, client: FlinkClient) -> None:
+    """The default sleep is asyncio.sleep; tests that exercise it pass a 0 s pause."""
+    fake.empty_answers[WORK] += 1
+    result = await collect(client, TARGET, NOW_MS, MetricNameCache(), TaskManagerSample(), warm_up_pause_s=0)
+    assert isinstance(result, JobSample)
+
+
+async def test_resubmitted_job_is_cold_again(fake: FakeFlink, client: FlinkClient) -> None:
+    """A new JobID of the same job key has a fresh fetcher entry: it gets the warm-up again."""
+    cache, sleep = MetricNameCache(), RecordingSleep()
+    await _sample(client, cache, sleep=sleep)
+    assert cache.is_warm(TARGET.job.key, JID)
+    assert not cache.is_warm(TARGET.job.key, "f" * 32)
+    cache.forget(TARGET.job.key)
+    assert not cache.is_warm(TARGET.job.key, JID)
+    fake.empty_answers[WORK] += 1
+    await _sample(client, cache, sleep=sleep)
+    assert sleep.pauses == [1.0]
 
 
 async def test_empty_name_listing_is_partial_and_not_cached(fake: FakeFlink, client: FlinkClient) -> None:
     cache = MetricNameCache()
     saved, fake.listings[WORK] = fake.listings[WORK], []
     assert (await _unavailable(client, cache)).reason is Reason.PARTIAL_METRICS
+    assert fake.listed[WORK] == 2  # first collection: listed, then listed again after the warm-up pause
     fake.listings[WORK] = saved
     await _sample(client, cache)
-    assert fake.listed[WORK] == 2
+    assert fake.listed[WORK] == 3
 
 
 @pytest.mark.parametrize("status", ["DEPLOYING", "INITIALIZING", "CANCELING"])
@@ -432,7 +552,7 @@ async def test_taskmanager_failure_is_all_nan(client: FlinkClient) -> None:
 
 async def test_taskmanager_empty_answer_is_all_nan_and_relists(fake: FakeFlink, client: FlinkClient) -> None:
     cache = MetricNameCache()
-    fake.empty_answers.add("tm")
+    fake.empty_answers["tm"] += 1
     assert math.isnan((await collect_taskmanagers(client, cache)).heap_used)
     assert (await collect_taskmanagers(client, cache)).heap_used == 150132896.0
     assert fake.listed["tm"] == 2
@@ -463,3 +583,34 @@ def test_observed_true_processing_rate(
 def test_observed_tpr_threshold_scales_with_input() -> None:
     assert observed_true_processing_rate(10.0, 50.0, 0.0, 5.0) == 10.0
     assert math.isnan(observed_true_processing_rate(10.0, 49.0, 0.0, 5.0))
+
+
+# --------------------------------------------------------------------------------------------- the simulator
+def _sim_target(job_id: str, aggregator: str = "MAX") -> JobTarget:
+    options = AutoscalerOptions(enabled=True, busy_time_aggregator=BusyTimeAggregator(aggregator))
+    return JobTarget(JobRef("sim", job_id, "load-job"), options)
+
+
+@pytest.mark.parametrize("aggregator", ["MAX", "AVG", "MIN"])
+async def test_simulator_busy_counter_rate_matches_the_gauge(clock: FakeClock, aggregator: str) -> None:
+    """The aggregated accumulateBusyTimeMs answers what the counter path needs, for every aggregator.
+
+    Work at p=2 handles 1,250 rec/s per subtask and gets 2,000 rec/s: 0.8 busy, so the counter of each
+    subtask grows 800 ms/s, which is also what the (steady) busyTimeMsPerSecond gauge says.
+    """
+    cluster = SimCluster(SimClusterSpec(), clock)
+    job_id = cluster.submit(work_job(input_rate=Constant(rate=2000.0), work_parallelism=2))
+    work = cluster.vertex_ids(job_id)["Work"]
+    clock.advance(120)
+    cache, samples = MetricNameCache(), []
+    async with FlinkClient("http://flink", cluster="sim", transport=sim_transport(cluster)) as client:
+        for _ in range(2):
+            result = await collect(
+                client, _sim_target(job_id, aggregator), clock.now_ms(), cache, TaskManagerSample()
+            )
+            assert isinstance(result, JobSample), result
+            samples.append(result.vertices[work])
+            clock.advance(10)
+    rate_ms_per_s = (samples[1].accumulated_busy_time_agg_ms - samples[0].accumulated_busy_time_agg_ms) / 10
+    assert rate_ms_per_s == pytest.approx(800.0, rel=0.02)
+    assert samples[1].busy_time_ms_per_s == pytest.approx(800.0, rel=0.02)

@@ -284,3 +284,23 @@ async def test_excluded_period_reports_the_recommendation_and_applies_nothing():
     assert {o.outcome for o in report.outcomes} == {Reason.EXCLUDED_PERIOD}
     assert w.puts("a") == []
     assert Reason.SCALING_REPORT in w.events.reasons("a/job-a")
+
+
+async def test_scaling_history_with_metrics_and_restart_duration_reaches_the_evaluator():
+    w = World(StubEvaluator({"Work": 3}))
+    await w.tick()  # scales Work 1 -> 3 on both clusters
+    for _ in range(3):
+        await w.tick()
+    work = w.sims["a"].vertex_ids(w.jobs["a"])["Work"]
+    (record,) = w.evaluator.histories[-1]["a/job-a"]
+    assert record.changes[work] == (1, 3)
+    assert record.metrics[work] == (1000.0, 3000.0)  # TPR then, and TPR / 1 * 3 expected
+    assert record.restart_duration_ms is not None and record.restart_duration_ms >= 0
+
+
+async def test_an_ineffective_scale_up_is_reported_once_per_interval():
+    w = World(StubEvaluator(ineffective=["Work"]))
+    await w.tick()
+    await w.tick()
+    events = [e for e in w.events.events("a/job-a") if e.reason is Reason.INEFFECTIVE_SCALING]
+    assert len(events) == 1 and "Work" in events[0].message  # the second is deduplicated within 30 min

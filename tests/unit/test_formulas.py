@@ -10,6 +10,7 @@ import pytest
 
 from autoscaler.evaluate.formulas import (
     AverageParts,
+    ProcessingRates,
     RatePoints,
     VertexAggregates,
     aggregate_window,
@@ -23,6 +24,7 @@ from autoscaler.evaluate.formulas import (
     get_rate,
     is_processing_backlog,
     java_round,
+    processing_rates,
     target_data_rate,
     thresholds,
     tpr_input_rate,
@@ -39,6 +41,7 @@ from autoscaler.model import (
     VertexSample,
 )
 from autoscaler.settings import AutoscalerOptions, BusyTimeAggregator
+from autoscaler.state import ScalingRecord
 
 INF = math.inf
 DEFAULTS = AutoscalerOptions()
@@ -71,6 +74,7 @@ def agg(
     in_per_s: float = NAN,
     observed: tuple[float, int] = (0.0, 0),
     acc_busy_rate: float = NAN,
+    counter_busy_ms: float = NAN,
 ) -> VertexAggregates:
     """Aggregates whose window averages are exactly the given values."""
     busy = (0.0, 0) if math.isnan(busy_ms) else (busy_ms, 1)
@@ -79,6 +83,7 @@ def agg(
         busy_sum=busy[0],
         busy_count=busy[1],
         accumulated_busy_rate=acc_busy_rate,
+        accumulated_busy_agg_rate=counter_busy_ms,
         records_in_rate=in_rate,
         records_out_rate=out_rate,
         lag_rate=lag_rate,
@@ -149,6 +154,17 @@ def test_aggregate_window_oracle() -> None:
     assert (a.observed_tpr_sum, a.observed_tpr_count, a.observed_tpr_infinite) == (7.0, 1, 1)
     assert math.isnan(a.records_out_rate) and math.isnan(a.backpressure_avg)
     assert math.isnan(a.accumulated_busy_rate) and math.isnan(a.records_in_per_s_avg)
+    assert math.isnan(a.accumulated_busy_agg_rate)
+
+
+def test_aggregate_window_counter_busy_rate() -> None:
+    """The aggregated accumulateBusyTimeMs counter goes through getRate like every counter."""
+    window = [
+        (0, VertexSample(accumulated_busy_time_agg_ms=1_000.0)),
+        (10_000, VertexSample(accumulated_busy_time_agg_ms=NAN)),
+        (20_000, VertexSample(accumulated_busy_time_agg_ms=15_000.0)),
+    ]
+    assert aggregate_window(window).accumulated_busy_agg_rate == pytest.approx(700.0)  # 14000 ms / 20 s
 
 
 def test_aggregate_window_empty_is_unknown() -> None:
@@ -456,3 +472,132 @@ def test_alignment_uses_partitions_and_hash_inputs() -> None:
     off = AutoscalerOptions(parallelism_alignment_mode="OFF")
     evs, _ = evaluate(topo, aggs, off, src=12)
     assert (evs["src"].target_parallelism, evs["agg"].target_parallelism) == (8, 6)
+
+
+# ---------------------------------------------------------------------------------------------- counter rates
+def test_processing_rates_prefer_counters_and_fall_back_to_the_reference_path() -> None:
+    """Ours: with both counters measured, busy ms/s and input rate are counter deltas (FLINK-39306 kept)."""
+    both = agg(in_rate=1000.0, in_per_s=600.0, busy_ms=900.0, counter_busy_ms=500.0)
+    assert processing_rates(both, DEFAULTS, 2) == ProcessingRates(500.0, 1000.0, True)
+    meters = AutoscalerOptions(prefer_counter_rates=False)
+    assert processing_rates(both, meters, 2) == ProcessingRates(900.0, 600.0, False)  # reference exactly
+    no_counter = agg(in_rate=1000.0, in_per_s=600.0, busy_ms=900.0)
+    assert processing_rates(no_counter, DEFAULTS, 2) == ProcessingRates(900.0, 600.0, False)
+    no_input = agg(in_rate=NAN, in_per_s=600.0, busy_ms=900.0, counter_busy_ms=500.0)
+    assert processing_rates(no_input, DEFAULTS, 2) == ProcessingRates(900.0, 600.0, False)
+    reset = agg(in_rate=1000.0, in_per_s=600.0, busy_ms=900.0, counter_busy_ms=-5.0)  # counter went down
+    assert not processing_rates(reset, DEFAULTS, 2).from_counters
+    avg = AutoscalerOptions(busy_time_aggregator="AVG", prefer_counter_rates=False)
+    assert processing_rates(agg(in_rate=1000.0, acc_busy_rate=1600.0), avg, 2).busy_ms_per_s == 800.0
+
+
+def test_counter_path_stays_consistent_when_the_meter_lags_a_load_change() -> None:
+    """The load doubled 30 s ago: the 60 s meter shows 1500 but the gauge already 1.0 busy.
+
+    Meter path: TPR = 1500 / 1.0 = 1500 (the gauge has caught up, the meter has not): an under-estimate.
+    Counter path over the same window: 1000 rec/s in at 500 ms/s busy -> TPR 2000, the real capacity.
+    """
+    topo = topology({"src": 1})
+    a = agg(in_rate=1000.0, lag_rate=0.0, lag=0.0, busy_ms=1000.0, in_per_s=1500.0, counter_busy_ms=500.0)
+    counters = evaluate(topo, {"src": a})[0]["src"]
+    assert (counters.true_processing_rate, counters.load, counters.rates_from_counters) == (2000.0, 0.5, True)
+    meters = evaluate(topo, {"src": a}, AutoscalerOptions(prefer_counter_rates=False))[0]["src"]
+    assert (meters.true_processing_rate, meters.load, meters.rates_from_counters) == (1500.0, 1.0, False)
+
+
+# ------------------------------------------------------------------------------------------- busy-time only
+def test_busy_time_only_ignores_a_misleading_output_ratio() -> None:
+    """FLINK-38538: `mid` is 100% busy but reads little of what the source reads (ratio 0.01).
+
+    Reference: TDR(mid) = 1000 * 0.01 = 10; TPR = 10 / 1.0 = 10; capacity round(10*300/1800 + 10/0.7)
+    = round(1.67 + 14.29) = 16 -> factor 1.6 -> 8 * 1.6 = 12.8 -> 13. Busy-time only: factor 1.0 / 0.7
+    = 1.4286 -> ceil(11.43) = 12, sized on its own load and input rate whatever the ratio says.
+    With the ratio 0 (nothing seen downstream) the reference would scale mid down; busy-time only not.
+    """
+    topo = topology({"src": 2, "mid": 8}, [("src", "mid")])
+    aggs = {
+        "src": source(1000.0, tpr=4000.0),
+        "mid": agg(in_rate=10.0, out_rate=10.0, busy_ms=1000.0, in_per_s=10.0),
+    }
+    only = AutoscalerOptions(busy_time_only_enabled=True)
+    mid = evaluate(topo, aggs, only)[0]["mid"]
+    assert (mid.target_parallelism, mid.outside_band, mid.load) == (12, True, 1.0)
+    assert (mid.target_data_rate, mid.catch_up_data_rate) == (10.0, 0.0)  # its own input, no catch-up
+    assert (mid.scale_up_threshold, mid.scale_down_threshold) == (10.0, pytest.approx(25.0))  # 10/1, 10/0.4
+    reference = evaluate(topo, aggs)[0]["mid"]
+    assert (reference.target_parallelism, reference.outside_band) == (13, False)  # TPR 10 == threshold 10
+    zero = {**aggs, "mid": agg(in_rate=0.0, out_rate=0.0, busy_ms=1000.0, in_per_s=0.0)}
+    assert evaluate(topo, zero)[0]["mid"].target_parallelism == 4  # reference: TPR inf -> 0.4 floor
+    assert evaluate(topo, zero, only)[0]["mid"].target_parallelism == 12
+
+
+@pytest.mark.parametrize(
+    ("busy_ms", "target", "outside"),
+    [
+        (350.0, 5, True),  # load 0.35 < 0.4: 10 * 0.35/0.7 = 5
+        (500.0, 8, False),  # 10 * 0.714 = 7.14 -> 8, inside [0.4, 1.0]
+        (700.0, 10, False),  # exactly on target
+        (1000.0, 15, True),  # saturated counts as outside even with upper 1.0: ceil(14.29) = 15
+        (NAN, 10, False),  # unknown load: no change
+    ],
+)
+def test_busy_time_only_band_and_factor(busy_ms: float, target: int, outside: bool) -> None:
+    only = AutoscalerOptions(busy_time_only_enabled=True)
+    ev = evaluate(
+        topology({"v": 10}), {"v": agg(in_rate=100.0, lag_rate=0.0, lag=0.0, busy_ms=busy_ms)}, only
+    )
+    v = ev[0]["v"]
+    assert (v.target_parallelism, v.outside_band) == (target, outside)
+
+
+def test_busy_time_only_backlog_bounds() -> None:
+    """While the job processes backlog the band is [0, 1] here too: a quiet vertex is not 'too fast'."""
+    topo = topology({"src": 2, "work": 10}, [("src", "work")])
+    aggs = {
+        "src": source(100.0, lag=60_000.0, tpr=1000.0),  # 600 s of lag: backlog
+        "work": agg(in_rate=100.0, busy_ms=100.0, in_per_s=100.0),
+    }
+    work = evaluate(topo, aggs, AutoscalerOptions(busy_time_only_enabled=True))[0]["work"]
+    assert not work.outside_band and work.scale_down_threshold == INF
+    assert work.target_parallelism == 4  # 10 * 0.1/0.7 = 1.43 -> factor clamped to 0.4
+
+
+# ---------------------------------------------------------------------------------------------- history rules
+def scaled(before: int, after: int, tpr: float, expected: float, vid: str = "src") -> ScalingRecord:
+    return ScalingRecord(0, {vid: (before, after)}, metrics={vid: (tpr, expected)})
+
+
+def test_ineffective_scale_up_is_flagged_and_blocked_only_when_enabled() -> None:
+    """§1.8: p 2 -> 4 promised TPR 400 -> 800; now 420 at p=4 and still short: 20/400 = 0.05 < 0.1."""
+    topo = topology({"src": 4})
+    a = source(1000.0, tpr=420.0)  # target capacity 1595 -> factor 3.8 -> 16: another scale-up
+    history = [scaled(2, 4, 400.0, 800.0)]
+    flagged = evaluate_vertices(job_sample(topo), {"src": a}, DEFAULTS, None, history)[0]["src"]
+    assert flagged.ineffective_scale_up and flagged.target_parallelism == 16  # reported, not blocked
+    on = AutoscalerOptions(scaling_effectiveness_detection_enabled=True)
+    blocked = evaluate_vertices(job_sample(topo, on), {"src": a}, on, None, history)[0]["src"]
+    assert blocked.ineffective_scale_up and blocked.target_parallelism == 4
+    assert blocked.expected_processing_rate == 420.0 and blocked.outside_band
+    effective = [scaled(2, 4, 400.0, 500.0)]  # promised +100, got +20: 0.2 >= 0.1
+    ok = evaluate_vertices(job_sample(topo, on), {"src": a}, on, None, effective)[0]["src"]
+    assert not ok.ineffective_scale_up and ok.target_parallelism == 16
+
+
+def test_ineffective_check_only_guards_further_scale_ups() -> None:
+    """A scale-down recommendation after an ineffective scale-up is not flagged (reference order)."""
+    topo = topology({"src": 4})
+    history = [scaled(2, 4, 400.0, 800.0)]
+    on = AutoscalerOptions(scaling_effectiveness_detection_enabled=True)
+    down = evaluate_vertices(job_sample(topo, on), {"src": source(1000.0, tpr=3000.0)}, on, None, history)
+    assert not down[0]["src"].ineffective_scale_up and down[0]["src"].target_parallelism == 3
+
+
+def test_scalability_coefficient_divides_the_scale_factor() -> None:
+    """§1.10: alpha 0.67 from history; factor 1595/800 = 1.994 / 0.67 = 2.976 -> ceil(11.9) = 12 (not 8)."""
+    topo = topology({"src": 4})
+    history = [scaled(1, 2, 100.0, 200.0), scaled(2, 4, 150.0, 300.0), scaled(4, 8, 250.0, 500.0)]
+    on = AutoscalerOptions(observed_scalability_enabled=True)
+    ev = evaluate_vertices(job_sample(topo, on), {"src": source(1000.0, tpr=800.0)}, on, None, history)
+    assert (ev[0]["src"].scalability_coefficient, ev[0]["src"].target_parallelism) == (0.67, 12)
+    off = evaluate_vertices(job_sample(topo), {"src": source(1000.0, tpr=800.0)}, DEFAULTS, None, history)
+    assert (off[0]["src"].scalability_coefficient, off[0]["src"].target_parallelism) == (1.0, 8)

@@ -11,6 +11,7 @@ from autoscaler.evaluate.scaler import (
     align_parallelism,
     alignment_applies,
     clamp_scale_factor,
+    compute_busy_time_parallelism,
     compute_target_parallelism,
     limit_parallelism,
 )
@@ -186,3 +187,55 @@ def test_recommendation_rejects_bad_parallelism() -> None:
 
     with pytest.raises(ValueError):
         ParallelismRecommendation(0, 1, 1.0, 1.0, False)
+
+
+def test_scalability_coefficient_divides_the_factor_before_the_clamps() -> None:
+    """§1.10: factor / alpha, then clamped: 1595/800 = 1.994 / 0.5 = 3.99 -> ceil(15.95) = 16."""
+    assert scale(4, 800.0, scalability_coefficient=0.5).parallelism == 16
+    capped = scale(4, 800.0, AutoscalerOptions(scale_up_max_factor=1.0), scalability_coefficient=0.5)
+    assert capped.parallelism == 8  # 3.99 clamped to 1 + 1.0
+
+
+@pytest.mark.parametrize(("capacity", "tpr"), [(0.0, 0.0), (math.inf, math.inf)])
+def test_undefined_scale_factor_changes_nothing(capacity: float, tpr: float) -> None:
+    """0/0 and inf/inf are NaN factors: no change (a NaN must never reach the Integer.MAX_VALUE cap)."""
+    rec = scale(4, tpr, target_capacity=capacity)
+    assert (rec.parallelism, rec.changed) == (4, False) and math.isnan(rec.scale_factor)
+
+
+@pytest.mark.parametrize(
+    ("load", "band", "expected", "outside"),
+    [
+        (1.0, (1.0, 0.4), 15, True),  # saturated: 10 * 1/0.7 = 14.3 -> 15, outside although upper is 1
+        (0.9, (0.8, 0.4), 13, True),  # above upper 0.8: ceil(12.86)
+        (0.5, (1.0, 0.4), 8, False),  # inside: ceil(7.14)
+        (0.1, (1.0, 0.4), 4, True),  # below lower: 0.143 clamped to 0.4
+        (0.1, (1.0, 0.0), 4, False),  # backlog band [0, 1]: not outside, same recommendation
+        (math.nan, (1.0, 0.4), 10, False),  # unknown: no change
+    ],
+)
+def test_busy_time_parallelism(load: float, band: tuple[float, float], expected: int, outside: bool) -> None:
+    """Busy-time-only mode (ours, FLINK-38538): factor = load / utilization.target (0.7)."""
+    rec = compute_busy_time_parallelism(
+        parallelism=10,
+        max_parallelism=128,
+        load=load,
+        true_processing_rate=500.0,
+        band=band,
+        options=DEFAULTS,
+    )
+    assert (rec.parallelism, rec.outside_band) == (expected, outside)
+    assert rec.expected_processing_rate == pytest.approx(500.0 / 10 * expected)
+
+
+def test_busy_time_parallelism_keeps_limits_and_alignment() -> None:
+    """Same clamps, limits and alignment as the reference path: 10 * 1/0.7 -> 15 -> BALANCED 16 (N=128)."""
+    args = {"parallelism": 10, "max_parallelism": 128, "load": 1.0, "true_processing_rate": 100.0}
+    hashed = compute_busy_time_parallelism(
+        **args, band=(1.0, 0.4), options=DEFAULTS, input_ship_strategies=["HASH"]
+    )
+    assert hashed.parallelism == 16
+    capped = compute_busy_time_parallelism(
+        **args, band=(1.0, 0.4), options=AutoscalerOptions(vertex_max_parallelism=12)
+    )
+    assert capped.parallelism == 12

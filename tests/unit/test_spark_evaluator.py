@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autoscaler.evaluate import SparkEvaluator, aggregate_window, evaluate_vertices
+from autoscaler.evaluate.history import restart_time_s
 from autoscaler.evaluate.spark import ROW_DDL, collect_aggregates, rows_frame, session_conf
 from autoscaler.evaluate.window import WindowBook
 from autoscaler.model import (
@@ -33,6 +34,7 @@ from autoscaler.model import (
 )
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions, SparkSettings
+from autoscaler.state import ScalingRecord
 
 INF = math.inf
 S = 1000
@@ -83,6 +85,7 @@ def noisy_vertex(rng: random.Random, t_s: float, rate: float) -> VertexSample:
         num_records_in_per_s=hole(rng.choice([rate, INF])),
         pending_records=hole(1000.0 + 50.0 * t_s),
         observed_tpr=hole(rng.choice([2 * rate, INF]), 0.5),
+        accumulated_busy_time_agg_ms=hole(600.0 * t_s),
     )
 
 
@@ -104,7 +107,13 @@ class PythonEvaluator:
         self.book = WindowBook()
         self.rows: dict[str, list[tuple[int, JobSample]]] = {}  # job -> (epoch, sample)
 
-    def evaluate(self, samples: Sequence[JobSample], now_ms: int) -> dict[str, JobEvaluation]:
+    def evaluate(
+        self,
+        samples: Sequence[JobSample],
+        now_ms: int,
+        *,
+        history: Mapping[str, Sequence[ScalingRecord]] | None = None,
+    ) -> dict[str, JobEvaluation]:
         statuses = {}
         for s in samples:
             status = self.book.observe_sample(s, now_ms)
@@ -127,9 +136,20 @@ class PythonEvaluator:
             }
             vertices: dict[str, VertexEvaluation] = {}
             backlog = False
-            if rows and not status.stabilizing:
-                vertices, backlog = evaluate_vertices(sample, aggs, sample.target.options)
-            out[key] = JobEvaluation(sample, vertices, backlog, len(rows), status.full, status.not_ready)
+            past = (history or {}).get(key, ())
+            restart_s = restart_time_s(past, sample.target.options)
+            evaluated = bool(rows) and not status.stabilizing
+            if evaluated:
+                vertices, backlog = evaluate_vertices(sample, aggs, sample.target.options, restart_s, past)
+            out[key] = JobEvaluation(
+                sample,
+                vertices,
+                backlog,
+                len(rows),
+                status.full,
+                status.not_ready,
+                restart_s if evaluated else NAN,
+            )
         return out
 
     def forget(self, keys: Iterable[str]) -> None:
@@ -152,6 +172,7 @@ def assert_same(spark_evs: Mapping[str, JobEvaluation], oracle_evs: Mapping[str,
             theirs.not_ready,
             theirs.processing_backlog,
         ), key
+        assert ours.restart_time_s == pytest.approx(theirs.restart_time_s, nan_ok=True), key
         assert ours.vertices.keys() == theirs.vertices.keys(), key
         for vid, ev in ours.vertices.items():
             assert close(ev, theirs.vertices[vid]), (key, vid, ev, theirs.vertices[vid])
@@ -195,6 +216,10 @@ def test_spark_aggregates_equal_the_oracle(spark: Any) -> None:
     windows[("y", "empty")] = [(T0, VertexSample()), (T0 + 5, VertexSample())]  # nothing measured
     windows[("y", "inf")] = [
         (T0, VertexSample(observed_tpr=INF, num_records_in_per_s=-INF, busy_time_ms_per_s=INF))
+    ]
+    windows[("y", "counters")] = [  # only the counter pair: rates from deltas, the gauge path unused
+        (T0 + t * S, VertexSample(num_records_in=100.0 * t, accumulated_busy_time_agg_ms=400.0 * t))
+        for t in (0, 10, 20)
     ]
     rows = [(job, 0, vid, ts, s) for (job, vid), w in windows.items() for ts, s in w]
     got = spark_aggregates(spark, rows)
@@ -287,6 +312,57 @@ def test_evaluate_end_to_end_integration_case(spark: Any) -> None:
 
 
 @pytest.mark.spark
+def test_counter_rates_history_and_restart_time_equal_the_oracle(spark: Any) -> None:
+    """Counter-delta TPR, an ineffective scale-up and a tracked restart time, through Spark and the oracle.
+
+    Work at p=2 was scaled 1 -> 2 expecting 1250 -> 2500 rec/s; it now reads 1300 rec/s (counters) at
+    1000 ms/s busy: TPR 1300, gain 50 of 1250 = 0.04 < 0.1 -> flagged and, with detection on, held at 2.
+    The meters say 900 rec/s (still ramping after the rescale); the counters win. Restart: 42.7 s -> 42.
+    """
+    options = AutoscalerOptions(
+        metrics_window=timedelta(seconds=30),
+        stabilization_interval=timedelta(0),
+        scaling_effectiveness_detection_enabled=True,
+        restart_time_tracking_enabled=True,
+    )
+    topo = topology({"src": 1, "work": 2}, [("src", "work", "REBALANCE")])
+    history = {
+        "c1/cnt": [
+            ScalingRecord(0, {"work": (1, 2)}, restart_duration_ms=42_700, metrics={"work": (1250.0, 2500.0)})
+        ]
+    }
+    ours, oracle = SparkEvaluator(spark), PythonEvaluator()
+    for tick in range(4):
+        t = tick * 10.0
+        vertices = {
+            "src": VertexSample(
+                busy_time_ms_per_s=100.0,
+                num_records_in=2000.0 * t,
+                num_records_out=1300.0 * t,
+                num_records_in_per_s=900.0,
+                pending_records=1000.0 + 700.0 * t,
+                accumulated_busy_time_agg_ms=100.0 * t,
+            ),
+            "work": VertexSample(
+                busy_time_ms_per_s=1000.0,
+                num_records_in=1300.0 * t,
+                num_records_in_per_s=900.0,
+                accumulated_busy_time_agg_ms=1000.0 * t,
+            ),
+        }
+        sample = job_sample("cnt", T0 + tick * 10 * S, vertices, options=options, topo=topo)
+        got = ours.evaluate([sample], sample.ts_ms, history=history)
+        want = oracle.evaluate([sample], sample.ts_ms, history=history)
+        assert_same(got, want)
+    job = got["c1/cnt"]
+    work = job.vertices["work"]
+    assert job.restart_time_s == 42.0
+    assert work.rates_from_counters and work.true_processing_rate == pytest.approx(1300.0)
+    assert work.ineffective_scale_up and work.target_parallelism == 2
+    assert job.ineffective_scale_ups == ("work",)
+
+
+@pytest.mark.spark
 def test_warm_up_and_empty_ticks(spark: Any) -> None:
     ev = SparkEvaluator(spark)
     ev.warm_up()
@@ -311,7 +387,7 @@ _value = st.one_of(
     st.sampled_from([NAN, INF, -INF, 0.0]),
     st.integers(-4_000_000, 4_000_000).map(lambda i: i / 4),  # exact in binary: sums are order-free
 )
-_sample = st.builds(VertexSample, *([_value] * 8))
+_sample = st.builds(VertexSample, *([_value] * 9))
 _window = st.lists(
     st.tuples(st.integers(0, 10**6), _sample), min_size=1, max_size=6, unique_by=lambda x: x[0]
 )

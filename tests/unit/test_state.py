@@ -12,18 +12,13 @@ def test_delayed_scale_down_keeps_a_decreasing_window_maximum():
     assert d.add(700_000, 4, 600_000).window_max() == 6
 
 
-def test_scaling_clears_delays_and_caps_history():
+def test_scaling_clears_delays_and_appends_to_history():
     state = JobState(delayed_scale_down={"v": DelayedScaleDown(0, ((0, 2),))})
     for ts in range(5):
-        state = state.with_scaling(ScalingRecord(ts, {"v": (1, 2)}), None, max_count=3)
+        state = state.with_scaling(ScalingRecord(ts, {"v": (1, 2)}), None)
     assert state.delayed_scale_down == {}
-    assert [r.ts_ms for r in state.history] == [2, 3, 4]
+    assert [r.ts_ms for r in state.history] == [0, 1, 2, 3, 4]  # trimming is trim_history's job
     assert state.last_rescale_ms == 4
-
-
-def test_trim_by_age_keeps_the_latest_entry():
-    state = JobState(history=(ScalingRecord(0, {}), ScalingRecord(10, {})))
-    assert [r.ts_ms for r in state.trimmed(now_ms=1000, max_age_ms=5, max_count=3).history] == [10]
 
 
 def test_memory_store_round_trip():

@@ -1,0 +1,194 @@
+"""What past scalings teach the evaluator: restart time, ineffective scale-ups, observed scalability.
+
+Pure functions over ``ScalingRecord`` sequences (oldest first), reference §1.8-§1.10. The daemon keeps
+the records in ``JobState.history``; the evaluator only reads them, so the rules stay testable with
+plain values and never depend on how or where the history is stored.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from decimal import ROUND_CEILING, Decimal
+
+from autoscaler.model import JobEvaluation, VertexId
+from autoscaler.settings import AutoscalerOptions
+from autoscaler.state import ScalingRecord
+
+__all__ = [
+    "VertexScaling",
+    "is_ineffective_scale_up",
+    "last_scaling",
+    "record_metrics",
+    "restart_time_s",
+    "scalability_coefficient",
+    "trim_history",
+    "vertex_history",
+]
+
+_MS_PER_S = 1000
+_SECOND = timedelta(seconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class VertexScaling:
+    """One vertex's part of a past scaling: parallelism before/after and the rates at decision time."""
+
+    ts_ms: int
+    current: int  # parallelism the TPR was measured at
+    new: int
+    true_processing_rate: float = math.nan
+    expected_processing_rate: float = math.nan
+
+    @property
+    def scaled_up(self) -> bool:
+        return self.new > self.current
+
+
+# ---------------------------------------------------------------------------------------------- restart time
+def restart_time_s(history: Sequence[ScalingRecord], options: AutoscalerOptions) -> float:
+    """Reference §1.9 getMaxRestartTimeOrDefault, in whole seconds as the capacity formula uses them.
+
+    With ``restart.time-tracking.enabled`` the longest recorded restart, capped by
+    ``restart.time-tracking.limit``; otherwise, or before any restart was measured, ``restart.time``.
+    Whole seconds because the reference feeds ``Duration#toSeconds`` into the restart catch-up term.
+    """
+    configured = float(options.restart_time // _SECOND)
+    if not options.restart_time_tracking_enabled:
+        return configured
+    measured = [r.restart_duration_ms for r in history if r.restart_duration_ms is not None]
+    if not measured:
+        return configured
+    limit_s = options.restart_time_tracking_limit // _SECOND
+    return float(min(max(measured) // _MS_PER_S, limit_s))
+
+
+# ---------------------------------------------------------------------------------------------- trimming
+def trim_history(
+    history: Sequence[ScalingRecord], now_ms: int, options: AutoscalerOptions
+) -> tuple[ScalingRecord, ...]:
+    """Reference §1.9: keep per vertex its newest ``history.max.count`` entries within ``history.max.age``.
+
+    Per vertex, not per job, so a vertex that rarely scales keeps its observations while another vertex
+    scales often. A record keeps only its retained vertices and is dropped when none is left, except the
+    newest record, which always stays: its restart duration is the freshest one restart tracking has.
+    """
+    if not history:
+        return ()
+    oldest_ms = now_ms - round(options.history_max_age.total_seconds() * _MS_PER_S)
+    count = options.history_max_count
+    kept: dict[int, set[VertexId]] = {}
+    per_vertex: dict[VertexId, int] = {}
+    for index in range(len(history) - 1, -1, -1):  # newest first
+        record = history[index]
+        if record.ts_ms < oldest_ms:
+            continue
+        for vid in record.changes:
+            if per_vertex.get(vid, 0) < count:
+                per_vertex[vid] = per_vertex.get(vid, 0) + 1
+                kept.setdefault(index, set()).add(vid)
+    newest = len(history) - 1
+    out: list[ScalingRecord] = []
+    for index, record in enumerate(history):
+        vertices = kept.get(index, set())
+        if not vertices and index != newest:
+            continue
+        if vertices == set(record.changes):
+            out.append(record)
+            continue
+        out.append(
+            replace(
+                record,
+                changes={v: c for v, c in record.changes.items() if v in vertices},
+                metrics={v: m for v, m in record.metrics.items() if v in vertices},
+            )
+        )
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------- per vertex
+def vertex_history(history: Sequence[ScalingRecord], vertex: VertexId) -> tuple[VertexScaling, ...]:
+    """The vertex's past scalings, oldest first; rates are NaN where the record holds none."""
+    out = []
+    for record in history:
+        change = record.changes.get(vertex)
+        if change is None:
+            continue
+        tpr, expected = record.metrics.get(vertex, (math.nan, math.nan))
+        out.append(VertexScaling(record.ts_ms, change[0], change[1], tpr, expected))
+    return tuple(out)
+
+
+def last_scaling(history: Sequence[ScalingRecord], vertex: VertexId) -> VertexScaling | None:
+    entries = vertex_history(history, vertex)
+    return entries[-1] if entries else None
+
+
+def is_ineffective_scale_up(
+    last: VertexScaling | None, *, parallelism: int, true_processing_rate: float, threshold: float
+) -> bool:
+    """Reference §1.8 detectIneffectiveScaleUp: did the last scale-up deliver what it promised?
+
+    Judged only when the vertex's last scaling was a scale-up to its current parallelism: the gain
+    realised (TPR now - TPR then) over the gain expected (expected rate then - TPR then) below
+    ``threshold`` is ineffective. Unlike the reference, a rate that is unknown or infinite, or an
+    expected gain that is not positive, gives no verdict (Java's NaN comparison would say "ineffective").
+    """
+    if last is None or not last.scaled_up or last.new != parallelism:
+        return False
+    expected_gain = last.expected_processing_rate - last.true_processing_rate
+    actual_gain = true_processing_rate - last.true_processing_rate
+    if not (math.isfinite(expected_gain) and math.isfinite(actual_gain)) or expected_gain <= 0:
+        return False
+    return actual_gain / expected_gain < threshold
+
+
+def scalability_coefficient(entries: Sequence[VertexScaling], options: AutoscalerOptions) -> float:
+    """Reference §1.10: alpha of the least-squares fit R_i = beta * alpha * P_i over past scalings.
+
+    beta (the rate of one subtask) is TPR/P of the newest entry at parallelism 1, else of the newest
+    entry with the smallest parallelism. alpha = sum(P*R) / (sum(P^2) * beta), clamped to
+    [coefficient-min, 1] and rounded up to 2 decimals. Fewer than min-observations entries, or any
+    rate that is unknown or infinite, assume linear scaling (1.0); the reference would fail on an
+    infinite rate instead.
+    """
+    if len(entries) < max(1, options.observed_scalability_min_observations):
+        return 1.0
+    if any(not math.isfinite(e.true_processing_rate) for e in entries):
+        return 1.0
+    baseline_entry = None
+    for entry in reversed(entries):  # newest first: ties keep the newest
+        if baseline_entry is None or entry.current < baseline_entry.current:
+            baseline_entry = entry
+    assert baseline_entry is not None
+    baseline = baseline_entry.true_processing_rate / baseline_entry.current
+    weighted = math.fsum(e.current * e.true_processing_rate for e in entries)
+    squares = math.fsum(e.current * e.current for e in entries)
+    if baseline <= 0 or squares == 0:
+        return 1.0
+    alpha = min(1.0, max(options.observed_scalability_coefficient_min, weighted / (squares * baseline)))
+    # Rounded up on the decimal text, like Java's BigDecimal.valueOf(...).setScale(2, CEILING):
+    # math.ceil(0.07 * 100) would give 0.08.
+    return float(Decimal(repr(alpha)).quantize(Decimal("0.01"), rounding=ROUND_CEILING))
+
+
+# ---------------------------------------------------------------------------------------------- recording
+def record_metrics(
+    evaluation: JobEvaluation, changes: Mapping[VertexId, tuple[int, int]]
+) -> dict[VertexId, tuple[float, float]]:
+    """``ScalingRecord.metrics`` for the changes actually applied: (TPR, TPR / current * new).
+
+    The expected rate is recomputed for the applied parallelism because the scale-down delay or a
+    plugin may apply something other than the evaluator's recommendation (FLINK-39743: the expected
+    rate must match the parallelism really set).
+    """
+    out: dict[VertexId, tuple[float, float]] = {}
+    for vid, (current, new) in changes.items():
+        vertex = evaluation.vertices.get(vid)
+        if vertex is None or current < 1:
+            continue
+        tpr = vertex.true_processing_rate
+        out[vid] = (tpr, tpr / current * new)
+    return out
