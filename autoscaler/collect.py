@@ -38,7 +38,6 @@ from autoscaler.reasons import Reason
 from autoscaler.settings import BusyTimeAggregator
 
 __all__ = [
-    "ACCUMULATED_BUSY_TIME",
     "VERTEX_AGGREGATES",
     "WARM_UP_PAUSE_S",
     "MetricNameCache",
@@ -55,7 +54,6 @@ VERTEX_AGGREGATES: tuple[str, ...] = ("min", "max", "avg", "sum")
 # The subtask counter behind busyTimeMsPerSecond, aggregatable like it (min/max/avg/sum over subtasks).
 # Not in FlinkMetric (the reference reads the summed job-details counter instead); optional: without it
 # the evaluator falls back to the gauge.
-ACCUMULATED_BUSY_TIME = "accumulateBusyTimeMs"
 WARM_UP_PAUSE_S = 1.0  # the lab's fetch round trip: a query triggers a fetch that lands within ~1 s
 TM_AGGREGATES: tuple[str, ...] = ("max", "avg")
 _TM_METRICS = (FlinkMetric.HEAP_MEMORY_USED, FlinkMetric.HEAP_MEMORY_MAX, FlinkMetric.CPU_LOAD)
@@ -415,7 +413,7 @@ class _VertexQuery:
             is_source=source,
             busy=busy[0],
             backpressure=backpressure[0] if backpressure else None,
-            accumulated_busy=ACCUMULATED_BUSY_TIME if ACCUMULATED_BUSY_TIME in listed else None,
+            accumulated_busy=next(iter(matching(FlinkMetric.ACCUMULATED_BUSY_TIME, listed)), None),
             in_per_s=tuple(in_per_s),
             records_in=tuple(records_in),
             records_out=tuple(records_out),

@@ -46,6 +46,9 @@ class FlinkMetric(Enum):
     BUSY_TIME_PER_SEC = _exact("busyTimeMsPerSecond")
     BACKPRESSURE_TIME_PER_SEC = _exact("backPressuredTimeMsPerSecond")
     NUM_RECORDS_IN_PER_SEC = _exact("numRecordsInPerSecond")
+    ACCUMULATED_BUSY_TIME = _exact(
+        "accumulateBusyTimeMs"
+    )  # cumulative; its rate is busy ms/s without a 60 s lag
     # Source operators (operator name with ' ' and ':' replaced by '_', hence the prefix).
     SOURCE_TASK_NUM_RECORDS_IN_PER_SEC = NamePredicate(prefix=_SRC, suffix=".numRecordsInPerSecond")
     SOURCE_TASK_NUM_RECORDS_IN = NamePredicate(prefix=_SRC, suffix=".numRecordsIn")
