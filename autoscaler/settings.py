@@ -48,6 +48,12 @@ __all__ = [
 
 KEY_PREFIX = "job.autoscaler."
 EXECUTOR_PREFIX = "scaling.custom-executor."  # + <name>.class / <name>.<param>
+EVALUATOR_PREFIX = "metrics.custom-evaluator."  # + <name>.class / <name>.<param>
+# Plugin instance lists and the per-instance settings their dynamic keys fill, with the key prefix.
+_INSTANCES = {
+    "custom_executors": ("custom_executor_settings", EXECUTOR_PREFIX),
+    "custom_evaluators": ("custom_evaluator_settings", EVALUATOR_PREFIX),
+}
 LEGACY_KEY_PREFIX = "kubernetes.operator.job.autoscaler."
 
 Duration = Annotated[
@@ -367,7 +373,40 @@ class AutoscalerOptions(BaseModel):
         validation_alias=_k(EXECUTOR_PREFIX.rstrip(".")),
         description="Per instance: scaling.custom-executor.<name>.class and .<param> keys, prefix stripped.",
     )
+    custom_evaluators: Annotated[tuple[str, ...], BeforeValidator(_csv_list)] = Field(
+        (),
+        validation_alias=_k("metrics.custom-evaluators"),
+        description="Custom evaluator instance names, applied in this order (FLIP-514; the reference "
+        "honours only the first, we chain all).",
+    )
+    custom_evaluator_settings: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        validation_alias=_k(EVALUATOR_PREFIX.rstrip(".")),
+        description="Per instance: metrics.custom-evaluator.<name>.class and .<param> keys, prefix stripped.",
+    )
     # Ours (not in the reference):
+    scaling_interval_min: Duration | None = Field(
+        None,
+        json_schema_extra=OURS,
+        validation_alias=_k("scaling-interval.min"),
+        description="A decision reached sooner than this after the job's last rescale (or start) is "
+        "deferred to exactly last rescale + min, not dropped. Unset: no extra cooldown.",
+    )
+    scaling_interval_max: Duration | None = Field(
+        None,
+        json_schema_extra=OURS,
+        validation_alias=_k("scaling-interval.max"),
+        description="A change below the minimum scaling requirement (every vertex in its band, or a "
+        "total change below scaling.min-parallelism-change) is forced once the last rescale is older "
+        "than this. Unset: never forced.",
+    )
+    scaling_min_parallelism_change: int = Field(
+        1,
+        ge=1,
+        json_schema_extra=OURS,
+        validation_alias=_k("scaling.min-parallelism-change"),
+        description="The smallest total parallelism change (summed over vertices) worth a restart.",
+    )
     prefer_counter_rates: bool = Field(
         True,
         validation_alias=_k("metrics.prefer-counter-rates"),
@@ -404,21 +443,21 @@ class AutoscalerOptions(BaseModel):
             raise ValueError("must be within [0, 1]")
         return v
 
-    @field_validator("custom_executors")
+    @field_validator("custom_executors", "custom_evaluators")
     @classmethod
-    def _dedupe_executors(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+    def _dedupe_instances(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(dict.fromkeys(v))
 
     @model_validator(mode="after")
-    def _executors_have_classes(self) -> AutoscalerOptions:
-        missing = [
-            n for n in self.custom_executors if "class" not in self.custom_executor_settings.get(n, {})
-        ]
-        if missing:
-            keys = ", ".join(f"{KEY_PREFIX}{EXECUTOR_PREFIX}{n}.class" for n in missing)
-            raise ValueError(
-                f"{KEY_PREFIX}scaling.custom-executors names instances without a class: set {keys}"
-            )
+    def _instances_have_classes(self) -> AutoscalerOptions:
+        for names_field, (settings_field, prefix) in _INSTANCES.items():
+            settings = getattr(self, settings_field)
+            missing = [n for n in getattr(self, names_field) if "class" not in settings.get(n, {})]
+            if missing:
+                keys = ", ".join(f"{KEY_PREFIX}{prefix}{n}.class" for n in missing)
+                raise ValueError(
+                    f"{self.canonical_key(names_field)} names instances without a class: set {keys}"
+                )
         return self
 
     @field_validator("excluded_periods")
@@ -514,14 +553,24 @@ class AutoscalerOptions(BaseModel):
         known = cls.option_keys()
         values: dict[str, Any] = base.model_dump() if base is not None else {}
         ranked: dict[str, tuple[int, str, Any]] = {}
-        dynamic: dict[str, dict[str, tuple[int, str]]] = {}  # executor instance -> param -> (rank, value)
+        # settings field -> instance -> param -> (rank, value), for the plugins' dynamic keys
+        dynamic: dict[str, dict[str, dict[str, tuple[int, str]]]] = {}
         for key, raw in flatten_keys(conf).items():
             for rank, prefix in ((0, LEGACY_KEY_PREFIX), (2, KEY_PREFIX)):
                 if key.startswith(prefix):
                     suffix = key[len(prefix) :]
-                    if suffix.startswith(EXECUTOR_PREFIX) and "." in suffix[len(EXECUTOR_PREFIX) :]:
-                        name, param = suffix[len(EXECUTOR_PREFIX) :].split(".", 1)
-                        slot = dynamic.setdefault(name, {})
+                    instance = next(
+                        (
+                            (settings_field, suffix[len(p) :])
+                            for settings_field, p in _INSTANCES.values()
+                            if suffix.startswith(p) and "." in suffix[len(p) :]
+                        ),
+                        None,
+                    )
+                    if instance is not None:
+                        settings_field, rest = instance
+                        name, param = rest.split(".", 1)
+                        slot = dynamic.setdefault(settings_field, {}).setdefault(name, {})
                         if param not in slot or slot[param][0] <= rank:
                             slot[param] = (rank, str(raw))
                         break
@@ -535,13 +584,11 @@ class AutoscalerOptions(BaseModel):
                     break
         for field, (_, _, raw) in ranked.items():
             values[field] = raw
-        if dynamic:
-            merged = {
-                name: dict(params) for name, params in values.get("custom_executor_settings", {}).items()
-            }
-            for name, params in dynamic.items():
+        for settings_field, instances in dynamic.items():
+            merged = {name: dict(params) for name, params in values.get(settings_field, {}).items()}
+            for name, params in instances.items():
                 merged.setdefault(name, {}).update({param: value for param, (_, value) in params.items()})
-            values["custom_executor_settings"] = merged
+            values[settings_field] = merged
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
@@ -556,10 +603,11 @@ class AutoscalerOptions(BaseModel):
         """Canonical ``job.autoscaler.*`` keys with string values (for docs and round trips)."""
         out: dict[str, str] = {}
         for name, value in self.model_dump(mode="json").items():
-            if name == "custom_executor_settings":
+            prefix = next((p for field, p in _INSTANCES.values() if field == name), None)
+            if prefix is not None:
                 for instance, params in value.items():
                     for param, text in params.items():
-                        out[f"{KEY_PREFIX}{EXECUTOR_PREFIX}{instance}.{param}"] = text
+                        out[f"{KEY_PREFIX}{prefix}{instance}.{param}"] = text
                 continue
             if value is None:
                 continue

@@ -73,9 +73,6 @@ DEFAULT_NOTES: dict[str, str] = {
 }
 # Reference keys with no field here: accepted (a job's config may hold them) and ignored.
 IGNORED_REFERENCE_KEYS: dict[str, str] = {
-    "metrics.custom-evaluators": "custom evaluators are Java classes; ours evaluates on Spark",
-    "metrics.custom-evaluator.<name>.class": "as above",
-    "metrics.custom-evaluator.<name>.<param>": "as above",
     "scaling.parallelism-alignment.mode.<name>.class": "custom alignment modes are Java classes; "
     "`scaling.parallelism-alignment.mode` takes BALANCED, EVENLY_SPREAD or OFF",
     "scaling.parallelism-alignment.mode.<name>.<param>": "as above",

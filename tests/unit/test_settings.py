@@ -209,6 +209,7 @@ REFERENCE_KEYS = {
     "observed-scalability.min-observations": (3, "4", 4),
     "observed-scalability.coefficient-min": (0.5, "0.7", 0.7),
     "scaling.custom-executors": ((), "", ()),  # instances need a .class: see the executor test above
+    "metrics.custom-evaluators": ((), "", ()),  # instances need a .class, like the executors
 }
 
 
@@ -228,9 +229,16 @@ def test_only_our_own_keys_are_outside_the_reference_table():
         for name, f in AutoscalerOptions.model_fields.items()
         if isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("origin") == "ours"
     }
-    dynamic = {"scaling.custom-executor"}  # scaling.custom-executor.<name>.class / .<param>
+    # scaling.custom-executor.<name>.class / .<param> and metrics.custom-evaluator.<name>.class / .<param>
+    dynamic = {"scaling.custom-executor", "metrics.custom-evaluator"}
     assert set(AutoscalerOptions.option_keys()) == set(REFERENCE_KEYS) | ours | dynamic
-    assert ours == {"metrics.prefer-counter-rates", "scaling.busy-time-only.enabled"}
+    assert ours == {
+        "metrics.prefer-counter-rates",
+        "scaling.busy-time-only.enabled",
+        "scaling-interval.min",
+        "scaling-interval.max",
+        "scaling.min-parallelism-change",
+    }
 
 
 # Reference §1.12 ranges (and parse errors): each invalid value is rejected with a message that names
