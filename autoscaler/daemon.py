@@ -27,6 +27,7 @@ from autoscaler.clock import Clock, SystemClock
 from autoscaler.collect import MetricNameCache, collect, collect_taskmanagers
 from autoscaler.decide import Decision, decide
 from autoscaler.discover import discover
+from autoscaler.durations import parse_duration
 from autoscaler.evaluate.history import record_metrics, trim_history
 from autoscaler.events import Event, EventLog, EventSink, EventType
 from autoscaler.flink.client import FlinkClient
@@ -45,6 +46,13 @@ from autoscaler.state import JobState, MemoryStateStore, PendingRescale, Scaling
 __all__ = ["Daemon", "Evaluator", "JobOutcome", "TickReport"]
 
 log = structlog.get_logger(__name__)
+
+FLINK_DEFAULT_COOLDOWN_MS = 30_000
+_CONFIG_REFRESH_MS = 5 * 60_000
+_COOLDOWN_KEYS = (
+    "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling",
+    "jobmanager.adaptive-scheduler.scaling-interval.min",  # Flink < 2.0 spelling, the deprecated fallback
+)
 
 
 class Evaluator(Protocol):
@@ -92,6 +100,8 @@ class _Cluster:
     options: AutoscalerOptions
     names: MetricNameCache = field(default_factory=MetricNameCache)
     jobs: set[str] = field(default_factory=set)  # job keys seen at the last successful discovery
+    flink_cooldown_ms: int = FLINK_DEFAULT_COOLDOWN_MS  # the adaptive scheduler's, from /jobmanager/config
+    config_read_ms: int | None = None  # when /jobmanager/config was last read
 
 
 class Daemon:
@@ -125,18 +135,27 @@ class Daemon:
             )
             self._clusters.append(_Cluster(cs, client, options))
         self._tick_lock = asyncio.Lock()
+        self._scheduler: AsyncIOScheduler | None = None
+        self.retries: dict[str, int] = {}  # job key -> when a cooldown-deferred decision is retried
 
     # ------------------------------------------------------------------ the tick
-    async def run_tick(self) -> TickReport:
-        """One pass over every cluster and job; never raises for a cluster's or a job's failure."""
+    async def run_tick(self, only_job: str | None = None) -> TickReport:
+        """One pass over every cluster and job; never raises for a cluster's or a job's failure.
+
+        ``only_job`` (a job key) runs the same pipeline for that job alone: the re-evaluation a
+        cooldown scheduled for the instant it ends.
+        """
         async with self._tick_lock:
             started = time.perf_counter()
             now_ms = self.clock.now_ms()
-            collected = await asyncio.gather(*(self._collect_cluster(c, now_ms) for c in self._clusters))
+            clusters = [
+                c for c in self._clusters if only_job is None or only_job.startswith(f"{c.settings.name}/")
+            ]
+            collected = await asyncio.gather(*(self._collect_cluster(c, now_ms, only_job) for c in clusters))
             samples = [s for batch, _ in collected for s in batch if isinstance(s, JobSample)]
             unavailable = [u for batch, _ in collected for u in batch if isinstance(u, Unavailable)]
             cluster_errors = {
-                c.settings.name: err for c, (_, err) in zip(self._clusters, collected, strict=True) if err
+                c.settings.name: err for c, (_, err) in zip(clusters, collected, strict=True) if err
             }
 
             evaluations, eval_error = await self._evaluate(samples, now_ms)
@@ -146,6 +165,8 @@ class Daemon:
                 )
             )
             outcomes += [self._handle_unavailable(u, now_ms) for u in unavailable]
+            if only_job is not None:  # a one-job view must not forget or recount the others
+                return TickReport(now_ms, tuple(outcomes), cluster_errors)
             self._forget_vanished()
             self.metrics.ticks.inc()
             self.metrics.tick_seconds.observe(time.perf_counter() - started)
@@ -156,7 +177,7 @@ class Daemon:
             return TickReport(now_ms, tuple(outcomes), cluster_errors)
 
     async def _collect_cluster(
-        self, cluster: _Cluster, now_ms: int
+        self, cluster: _Cluster, now_ms: int, only_job: str | None = None
     ) -> tuple[list[JobSample | Unavailable], str | None]:
         name = cluster.settings.name
         try:
@@ -168,6 +189,12 @@ class Daemon:
             log.warning("cluster_unavailable", cluster=name, error=str(exc))
             self.metrics.report_error(name, reason)
             return [], str(exc)
+        await self._read_flink_cooldown(cluster, now_ms)
+        targets = [t for t in discovery.targets if only_job is None or t.job.key == only_job]
+        if only_job is not None:
+            if not targets:
+                return [], None
+            return await self._collect_targets(cluster, targets, now_ms), None
         cluster.jobs = {t.job.key for t in discovery.targets} | {j.key for j in discovery.not_running}
         for job, message in discovery.invalid:
             cluster.jobs.add(job.key)
@@ -180,14 +207,37 @@ class Daemon:
                 interval_ms=_ms(cluster.options.scaling_event_interval),
             )
             self.metrics.report_error(name, Reason.OPTIONS_VALIDATION)
-        if not discovery.targets:
+        if not targets:
             return [], None
+        return await self._collect_targets(cluster, targets, now_ms), None
+
+    async def _collect_targets(
+        self, cluster: _Cluster, targets: list[JobTarget], now_ms: int
+    ) -> list[JobSample | Unavailable]:
         taskmanagers = await collect_taskmanagers(cluster.client, cluster.names)
         taskmanagers = await fetch_taskmanager_resources(cluster.client, taskmanagers)  # for quota checks
-        results = await asyncio.gather(
-            *(collect(cluster.client, t, now_ms, cluster.names, taskmanagers) for t in discovery.targets)
+        return list(
+            await asyncio.gather(
+                *(collect(cluster.client, t, now_ms, cluster.names, taskmanagers) for t in targets)
+            )
         )
-        return list(results), None
+
+    async def _read_flink_cooldown(self, cluster: _Cluster, now_ms: int) -> None:
+        """Flink's adaptive-scheduler cooldown, re-read every few minutes (it changes only with a restart).
+
+        Flink holds back every rescale inside it (after job start and after each rescale), so the
+        daemon defers its decisions until it ends instead of issuing one Flink will sit on. If the
+        cluster does not say, Flink's default (30 s) is assumed.
+        """
+        if cluster.config_read_ms is not None and now_ms - cluster.config_read_ms < _CONFIG_REFRESH_MS:
+            return
+        try:
+            config = await cluster.client.jobmanager_config()
+        except FlinkError as exc:
+            log.info("jobmanager_config_unavailable", cluster=cluster.settings.name, error=str(exc))
+            return
+        cluster.config_read_ms = now_ms
+        cluster.flink_cooldown_ms = flink_cooldown_ms(config)
 
     async def _evaluate(
         self, samples: list[JobSample], now_ms: int
@@ -232,7 +282,8 @@ class Daemon:
                     return self._done(JobOutcome(job, now_ms, Reason.AUTOSCALER_ERROR, detail))
                 self.metrics.report_evaluation(evaluation)
                 self._report_ineffective(evaluation, now_ms)
-                decision = decide(evaluation, state, options, now_ms)
+                cooldown_ms = self._cluster(job.cluster).flink_cooldown_ms
+                decision = decide(evaluation, state, options, now_ms, flink_cooldown_ms=cooldown_ms)
                 outcome = await self._execute(decision, sample.target, now_ms)
                 self.metrics.report_outcome(
                     job, outcome.outcome, outcome.realized is not None and outcome.realized.issued
@@ -254,6 +305,21 @@ class Daemon:
     async def _execute(self, decision: Decision, target: JobTarget, now_ms: int) -> JobOutcome:
         job, options = decision.job, target.options
         interval = _ms(options.scaling_event_interval)
+        if decision.outcome is Reason.COOLDOWN_DEFERRED and decision.retry_at_ms is not None:
+            self.metrics.deferred.labels(job.cluster, job.name).inc()
+            self._event(
+                job.key,
+                Reason.COOLDOWN_DEFERRED,
+                EventType.NORMAL,
+                decision.detail,
+                now_ms,
+                key=f"retry:{decision.retry_at_ms}",
+                interval_ms=interval,
+            )
+            self._schedule_retry(job.key, decision.retry_at_ms, now_ms)
+        if decision.forced:
+            self.metrics.forced.labels(job.cluster, job.name).inc()
+            self._event(job.key, Reason.SCALING_FORCED, EventType.NORMAL, decision.detail, now_ms)
         if decision.outcome in (Reason.MEMORY_PRESSURE, Reason.RESOURCE_QUOTA_REACHED):
             kind = EventType.NORMAL if decision.outcome is Reason.MEMORY_PRESSURE else EventType.WARNING
             self._event(job.key, decision.outcome, kind, decision.detail, now_ms, interval_ms=interval)
@@ -482,7 +548,7 @@ class Daemon:
     async def serve(self, stop: asyncio.Event) -> None:
         """Run ticks on APScheduler until ``stop`` is set: never two at once, missed ticks coalesced."""
         interval_s = self.settings.control_loop_interval.total_seconds()
-        scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop())
+        scheduler = self._scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop())
         scheduler.add_job(
             self._scheduled_tick,
             "interval",
@@ -500,9 +566,39 @@ class Daemon:
             await stop.wait()
         finally:
             scheduler.shutdown(wait=False)
+            self._scheduler = None
             async with self._tick_lock:  # let a running tick finish so its state is saved
                 pass
             log.info("daemon_stopped")
+
+    def _schedule_retry(self, job_key: str, retry_at_ms: int, now_ms: int) -> None:
+        """Re-evaluate ``job_key`` alone at exactly ``retry_at_ms`` (an APScheduler date trigger).
+
+        ``retries`` keeps the instant on the daemon's clock; the trigger's wall time accounts for a
+        clock that runs faster than wall time (the demo's). One pending retry per job: a later
+        deferral to the same instant replaces it.
+        """
+        self.retries[job_key] = retry_at_ms
+        if self._scheduler is None:
+            return
+        speed = float(getattr(self.clock, "speed", 1.0)) or 1.0
+        run_at = datetime.now(UTC) + timedelta(seconds=max(0.0, (retry_at_ms - now_ms) / 1000 / speed))
+        self._scheduler.add_job(
+            self._scheduled_job_tick,
+            "date",
+            run_date=run_at,
+            args=[job_key],
+            id=f"retry:{job_key}",
+            replace_existing=True,
+            misfire_grace_time=None,
+        )
+
+    async def _scheduled_job_tick(self, job_key: str) -> None:
+        self.retries.pop(job_key, None)
+        try:
+            await self.run_tick(only_job=job_key)
+        except Exception as exc:  # the loop must survive anything
+            log.error("job_tick_failed", job=job_key, error=str(exc), exc_info=True)
 
     def _on_skipped_tick(self, event: JobEvent) -> None:
         """A tick that overran its interval makes the next one wait; count it so it shows on dashboards."""
@@ -526,6 +622,17 @@ class Daemon:
 
 
 _PLUGIN_OK = (Reason.SCALING_APPROVED, Reason.SCALING_MODIFIED)
+
+
+def flink_cooldown_ms(jobmanager_config: Mapping[str, str]) -> int:
+    """The adaptive scheduler's cooldown from ``/jobmanager/config``; Flink's default if unset or bad."""
+    for key in _COOLDOWN_KEYS:
+        if key in jobmanager_config:
+            try:
+                return round(parse_duration(jobmanager_config[key]).total_seconds() * 1000)
+            except ValueError:
+                log.warning("unparsable_flink_cooldown", key=key, value=jobmanager_config[key])
+    return FLINK_DEFAULT_COOLDOWN_MS
 
 
 def _ms(delta: timedelta) -> int:

@@ -6,10 +6,13 @@ job-level gates decide whether anything is applied. The order follows the refere
 ``ScalingExecutor`` (§1.8), after two of ours that come first:
 
 1. a rescale still in flight (ours), 2. an evaluation that is not ready (ours),
-3. memory pressure, 4. vertex.exclude.ids and the scale-down delay, 5. the utilization band,
-6. advisor mode (``scaling.enabled=false``), 7. ``excluded.periods``, 8. ``quota.cpu`` / ``quota.memory``.
+3. memory pressure, 4. vertex.exclude.ids and the scale-down delay, 5. the utilization band and the
+minimum change (``scaling.min-parallelism-change``), unless ``scaling-interval.max`` forces it (ours),
+6. advisor mode (``scaling.enabled=false``), 7. ``excluded.periods``, 8. ``quota.cpu`` / ``quota.memory``,
+9. the cooldown: ``scaling-interval.min`` and Flink's own adaptive-scheduler cooldown (ours).
 
-Advisor mode and excluded periods keep the changes in the decision, so they can be reported.
+Advisor mode, excluded periods, quotas and cooldowns keep the changes in the decision, so they can be
+reported; a cooldown also says when to decide again (``retry_at_ms``).
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ class Decision:
     changes: Mapping[VertexId, VertexChange]
     state: JobState
     evaluation: JobEvaluation | None = None
+    retry_at_ms: int | None = None  # COOLDOWN_DEFERRED: decide again exactly then
+    forced: bool = False  # SCALING below the minimum requirement, forced by scaling-interval.max
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "changes", frozen_map(self.changes))
@@ -75,8 +80,19 @@ class Decision:
         return replace(self, changes=changes, outcome=outcome, detail=detail)
 
 
-def decide(evaluation: JobEvaluation, state: JobState, options: AutoscalerOptions, now_ms: int) -> Decision:
-    """Run the gates in order; the TaskManager resources for the quota come with the evaluation's sample."""
+def decide(
+    evaluation: JobEvaluation,
+    state: JobState,
+    options: AutoscalerOptions,
+    now_ms: int,
+    *,
+    flink_cooldown_ms: int = 0,
+) -> Decision:
+    """Run the gates in order; the TaskManager resources for the quota come with the evaluation's sample.
+
+    ``flink_cooldown_ms`` is the cluster's ``jobmanager.adaptive-scheduler.executing.cooldown-after-
+    rescaling``: Flink holds back any rescale inside it, so the daemon never issues one there.
+    """
     job = evaluation.job
 
     def no(reason: Reason, detail: str, new_state: JobState = state) -> Decision:
@@ -97,14 +113,25 @@ def decide(evaluation: JobEvaluation, state: JobState, options: AutoscalerOption
     # stuck at a limit (e.g. p=1 with far more capacity than needed) must not hold the gate open, or
     # every in-band recommendation of the other vertices would be applied on every tick.
     outside = [vid for vid in changes if evaluation.vertices[vid].outside_band]
-    if not outside:
+    since_ms = _cooldown_start(state, evaluation)
+    total_change = sum(abs(c.target - c.current) for c in changes.values())
+    meets_minimum = bool(outside) and total_change >= options.scaling_min_parallelism_change
+    forced = not meets_minimum and bool(changes) and _max_interval_passed(options, since_ms, now_ms)
+    if not meets_minimum and not forced:
         held = [vid for vid in delayed if evaluation.vertices[vid].outside_band]
-        if held:
+        if held and not outside:
             first = min(delayed[vid].first_trigger_ms for vid in held)
             wait_s = max(0, first + _ms(options.scale_down_interval) - now_ms) / 1000
             return no(
                 Reason.SCALE_DOWN_DELAYED,
                 f"scale-down held for scale-down.interval ({wait_s:.0f} s left)",
+                new_state,
+            )
+        if outside:
+            return no(
+                Reason.IN_BAND,
+                f"total parallelism change {total_change} is below scaling.min-parallelism-change "
+                f"{options.scaling_min_parallelism_change}",
                 new_state,
             )
         return no(
@@ -139,7 +166,51 @@ def decide(evaluation: JobEvaluation, state: JobState, options: AutoscalerOption
     )
     if quota:
         return Decision(job, Reason.RESOURCE_QUOTA_REACHED, quota, changes, new_state, evaluation)
-    return Decision(job, Reason.SCALING, _describe(changes, evaluation), changes, new_state, evaluation)
+    cooldown_ms = max(
+        _ms(options.scaling_interval_min) if options.scaling_interval_min else 0, flink_cooldown_ms
+    )
+    if now_ms < since_ms + cooldown_ms:
+        retry = since_ms + cooldown_ms
+        which = (
+            "Flink's adaptive-scheduler cooldown"
+            if flink_cooldown_ms == cooldown_ms
+            else "scaling-interval.min"
+        )
+        return Decision(
+            job,
+            Reason.COOLDOWN_DEFERRED,
+            f"{_describe(changes, evaluation)} deferred by {which} until {_utc(retry)} "
+            f"({(retry - now_ms) / 1000:.0f} s)",
+            changes,
+            new_state,
+            evaluation,
+            retry_at_ms=retry,
+        )
+    detail = _describe(changes, evaluation)
+    if forced:
+        detail = f"{detail} (forced: last rescale more than scaling-interval.max ago)"
+    return Decision(job, Reason.SCALING, detail, changes, new_state, evaluation, forced=forced)
+
+
+def _cooldown_start(state: JobState, evaluation: JobEvaluation) -> int:
+    """When the cooldown started: the last rescale, or a later restart or failover of the job.
+
+    The restart that our own rescale caused is part of that rescale (its time is known once the
+    rescale was confirmed), so the cooldown ends exactly at last rescale + min; any restart after it
+    (a failover) starts the cooldown over. A job we never rescaled counts from its start.
+    """
+    running_since = evaluation.sample.running_since_ms
+    last = state.history[-1] if state.history else None
+    if state.last_rescale_ms is None or last is None:
+        return running_since
+    own_restart = last.ts_ms + last.restart_duration_ms if last.restart_duration_ms is not None else None
+    if own_restart is not None and running_since <= own_restart:
+        return state.last_rescale_ms
+    return max(state.last_rescale_ms, running_since)
+
+
+def _max_interval_passed(options: AutoscalerOptions, since_ms: int, now_ms: int) -> bool:
+    return options.scaling_interval_max is not None and now_ms - since_ms > _ms(options.scaling_interval_max)
 
 
 def _vertex_changes(

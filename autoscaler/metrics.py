@@ -73,6 +73,18 @@ class MetricsReporter:
             (*_JOB_LABELS, "plugin", "outcome"),
             registry=r,
         )
+        self.deferred = Counter(
+            "flink_autoscaler_deferred_decisions",
+            "Decisions deferred by scaling-interval.min or Flink's cooldown (retried when it ends)",
+            _JOB_LABELS,
+            registry=r,
+        )
+        self.forced = Counter(
+            "flink_autoscaler_forced_scalings",
+            "Changes below the minimum requirement forced by scaling-interval.max",
+            _JOB_LABELS,
+            registry=r,
+        )
         self.ticks = Counter("flink_autoscaler_ticks", "Control-loop ticks run", registry=r)
         self.ticks_skipped = Counter(
             "flink_autoscaler_ticks_skipped", "Ticks skipped because the previous one overran", registry=r

@@ -29,6 +29,8 @@ class Reason(StrEnum):
     IN_BAND = "InBand"
     ADVISOR_MODE = "AdvisorMode"
     SCALE_DOWN_DELAYED = "ScaleDownDelayed"
+    COOLDOWN_DEFERRED = "CooldownDeferred"
+    SCALING_FORCED = "ScalingForced"
     RESCALE_IN_FLIGHT = "RescaleInFlight"
     DISABLED = "Disabled"
     NOT_RUNNING = "NotRunning"

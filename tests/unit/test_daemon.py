@@ -42,10 +42,12 @@ class World:
         plugins: Any = (),
         confirm_timeout_s: float = 300,
         options: dict[str, str] | None = None,
+        flink_cooldown_s: float = 0,
     ) -> None:
         self.clock = FakeClock()
         self.sims = {
-            name: SimCluster(SimClusterSpec(cooldown_after_rescaling_s=0), self.clock) for name in "ab"
+            name: SimCluster(SimClusterSpec(cooldown_after_rescaling_s=flink_cooldown_s), self.clock)
+            for name in "ab"
         }
         self.jobs = {
             name: sim.submit(work_job(name=f"job-{name}", input_rate=Constant(rate=2000.0)))
@@ -304,3 +306,54 @@ async def test_an_ineffective_scale_up_is_reported_once_per_interval():
     await w.tick()
     events = [e for e in w.events.events("a/job-a") if e.reason is Reason.INEFFECTIVE_SCALING]
     assert len(events) == 1 and "Work" in events[0].message  # the second is deduplicated within 30 min
+
+
+async def test_a_deferred_decision_is_retried_for_that_job_exactly_when_the_cooldown_ends():
+    w = World(StubEvaluator({"Work": 3}), options={**OPTIONS, "job.autoscaler.scaling-interval.min": "1 min"})
+    report = await w.tick()
+    outcome = report.for_job("job-a")
+    assert outcome.outcome is Reason.COOLDOWN_DEFERRED
+    running_since = outcome.decision.evaluation.sample.running_since_ms
+    assert w.daemon.retries["a/job-a"] == running_since + 60_000  # a job never rescaled: from its start
+    assert Reason.COOLDOWN_DEFERRED in w.events.reasons("a/job-a")
+    assert (
+        w.metrics.registry.get_sample_value(
+            "flink_autoscaler_deferred_decisions_total", {"cluster": "a", "job": "job-a"}
+        )
+        == 1
+    )
+
+    w.clock.advance(ms=w.daemon.retries["a/job-a"] - w.clock.now_ms() - 1000)
+    early = await w.daemon.run_tick(only_job="a/job-a")
+    assert [o.outcome for o in early.outcomes] == [Reason.COOLDOWN_DEFERRED]
+    w.clock.advance(1)
+    on_time = await w.daemon.run_tick(only_job="a/job-a")
+    assert [(o.job.name, o.outcome) for o in on_time.outcomes] == [("job-a", Reason.SCALING)]
+    assert len(w.puts("a")) == 1 and w.puts("b") == []  # the one-job tick touched only its job
+
+
+async def test_flinks_own_cooldown_from_jobmanager_config_defers_decisions():
+    w = World(StubEvaluator({"Work": 3}), flink_cooldown_s=30)
+    outcome = (await w.tick()).for_job("job-a")
+    assert (
+        outcome.outcome is Reason.COOLDOWN_DEFERRED
+        and "Flink's adaptive-scheduler cooldown" in outcome.detail
+    )
+    assert w.daemon.retries["a/job-a"] == outcome.decision.evaluation.sample.running_since_ms + 30_000
+    assert w.puts("a") == []
+
+
+async def test_serve_schedules_the_retry_as_a_date_trigger():
+    from apscheduler.triggers.date import DateTrigger
+
+    w = World(StubEvaluator({"Work": 3}), options={**OPTIONS, "job.autoscaler.scaling-interval.min": "1 h"})
+    w.daemon.settings = w.daemon.settings.model_copy(update={"control_loop_interval": timedelta(hours=1)})
+    stop = asyncio.Event()
+    served = asyncio.create_task(w.daemon.serve(stop))
+    while "a/job-a" not in w.daemon.retries:
+        await asyncio.sleep(0.01)
+    job = w.daemon._scheduler.get_job("retry:a/job-a")
+    assert job is not None and isinstance(job.trigger, DateTrigger)
+    stop.set()
+    await asyncio.wait_for(served, timeout=10)
+    await w.daemon.aclose()
