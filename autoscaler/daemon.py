@@ -35,7 +35,7 @@ from autoscaler.flink.errors import FlinkError, FlinkUnreachable
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobEvaluation, JobRef, JobSample, JobTarget, Unavailable
 from autoscaler.plugins.api import PluginContext, ScalingExecutorPlugin
-from autoscaler.plugins.chain import ChainResult, PluginOutcome, run_chain
+from autoscaler.plugins.chain import ChainResult, PluginOutcome, order_plugins, run_chain
 from autoscaler.plugins.configured import ConfiguredChain, PluginInstances
 from autoscaler.realize import RealizeResult, confirm, realize
 from autoscaler.reasons import Reason
@@ -136,6 +136,7 @@ class Daemon:
             self._clusters.append(_Cluster(cs, client, options))
         self._tick_lock = asyncio.Lock()
         self._scheduler: AsyncIOScheduler | None = None
+        self._logged_chains: dict[str, tuple[str, ...]] = {}
         self.retries: dict[str, int] = {}  # job key -> when a cooldown-deferred decision is retried
 
     # ------------------------------------------------------------------ the tick
@@ -341,6 +342,7 @@ class Daemon:
         changes = decision.changes
         chain: ChainResult | None = None
         configured = self.plugins.chain_for(options)
+        self._log_chain(job, configured)
         if configured.plugins or configured.problems:
             chain = await self._run_plugins(decision, options, configured)
             for o in chain.outcomes:
@@ -423,6 +425,13 @@ class Daemon:
                 key=f"IneffectiveScaling:{vid}",
                 interval_ms=_ms(options.scaling_event_interval),
             )
+
+    def _log_chain(self, job: JobRef, configured: ConfiguredChain) -> None:
+        """Log a job's executor chain, in the order it runs, whenever it changes."""
+        order = tuple(f"{p.name}(priority {p.priority()})" for p in order_plugins(configured.plugins))
+        if self._logged_chains.get(job.key) != order:
+            self._logged_chains[job.key] = order
+            log.info("executor_chain", job=job.key, chain=list(order), problems=list(configured.problems))
 
     async def _run_plugins(
         self, decision: Decision, options: AutoscalerOptions, configured: ConfiguredChain

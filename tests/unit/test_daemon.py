@@ -357,3 +357,32 @@ async def test_serve_schedules_the_retry_as_a_date_trigger():
     stop.set()
     await asyncio.wait_for(served, timeout=10)
     await w.daemon.aclose()
+
+
+async def test_plugins_receive_the_jobs_context_and_their_own_prefix_stripped_config():
+    seen = []
+
+    class Recorder(ScalingExecutorPlugin):
+        def apply(self, context, changes):
+            seen.append((self.name, context, dict(changes)))
+            return changes
+
+    ep = metadata.EntryPoint("recorder", "tests.unit:Recorder", ENTRY_POINT_GROUP)
+    plugin = DiscoveredPlugin("recorder", ep.value, "test", ep)
+    object.__setattr__(plugin, "entry_point", type("EP", (), {"load": staticmethod(lambda: Recorder)})())
+    options = {
+        **OPTIONS,
+        "job.autoscaler.scaling.custom-executors": "rec",
+        "job.autoscaler.scaling.custom-executor.rec.class": "recorder",
+        "job.autoscaler.scaling.custom-executor.rec.budget": "7",
+    }
+    w = World(StubEvaluator({"Work": 3}), plugins=PluginInstances(PluginRegistry([plugin])), options=options)
+    await w.tick()
+    by_job = {ctx.job.name: (name, ctx, changes) for name, ctx, changes in seen}
+    name, ctx, changes = by_job["job-a"]
+    work = w.sims["a"].vertex_ids(w.jobs["a"])["Work"]
+    assert name == "rec" and ctx.config == {"budget": "7"}
+    assert ctx.job.key == "a/job-a" and ctx.options.custom_executors == ("rec",)
+    assert set(ctx.evaluation.vertices) == set(w.sims["a"].vertex_ids(w.jobs["a"]).values())
+    assert [(c.current, c.target) for c in changes.values()] == [(1, 3)] and work in changes
+    assert ctx.client is not None and await ctx.client.overview()  # a live client for the job's cluster
