@@ -367,9 +367,12 @@ async def test_plugins_receive_the_jobs_context_and_their_own_prefix_stripped_co
             seen.append((self.name, context, dict(changes)))
             return changes
 
-    ep = metadata.EntryPoint("recorder", "tests.unit:Recorder", ENTRY_POINT_GROUP)
-    plugin = DiscoveredPlugin("recorder", ep.value, "test", ep)
-    object.__setattr__(plugin, "entry_point", type("EP", (), {"load": staticmethod(lambda: Recorder)})())
+    class InProcess:  # stands in for an entry point: the plugin class is defined right here
+        @staticmethod
+        def load():
+            return Recorder
+
+    plugin = DiscoveredPlugin("recorder", "tests:Recorder", "test", InProcess())
     options = {
         **OPTIONS,
         "job.autoscaler.scaling.custom-executors": "rec",
