@@ -29,7 +29,7 @@ from autoscaler.decide import Decision, decide
 from autoscaler.discover import discover
 from autoscaler.durations import parse_duration
 from autoscaler.evaluate.history import record_metrics, trim_history
-from autoscaler.events import Event, EventLog, EventSink, EventType
+from autoscaler.events import Event, EventLog, EventSink, EventStore, EventType
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkError, FlinkUnreachable
 from autoscaler.metrics import MetricsReporter
@@ -41,7 +41,14 @@ from autoscaler.realize import RealizeResult, confirm, realize
 from autoscaler.reasons import Reason
 from autoscaler.resources import fetch_taskmanager_resources
 from autoscaler.settings import AutoscalerOptions, ClusterSettings, Settings
-from autoscaler.state import JobState, MemoryStateStore, PendingRescale, ScalingRecord, StateStore
+from autoscaler.state import (
+    JobState,
+    MemoryStateStore,
+    PendingRescale,
+    ScalingRecord,
+    StateStore,
+    window_rows,
+)
 
 __all__ = ["Daemon", "Evaluator", "JobOutcome", "TickReport"]
 
@@ -137,6 +144,7 @@ class Daemon:
         self._tick_lock = asyncio.Lock()
         self._scheduler: AsyncIOScheduler | None = None
         self._logged_chains: dict[str, tuple[str, ...]] = {}
+        self._dirty: dict[str, JobState] = {}  # states changed this tick, written by _flush
         self.retries: dict[str, int] = {}  # job key -> when a cooldown-deferred decision is retried
 
     # ------------------------------------------------------------------ the tick
@@ -159,16 +167,22 @@ class Daemon:
                 c.settings.name: err for c, (_, err) in zip(clusters, collected, strict=True) if err
             }
 
-            evaluations, eval_error = await self._evaluate(samples, now_ms)
+            states = await self._load_states(samples)
+            evaluations, eval_error = await self._evaluate(samples, now_ms, states)
             outcomes = list(
                 await asyncio.gather(
-                    *(self._handle_job(s, evaluations.get(s.job.key), eval_error, now_ms) for s in samples)
+                    *(
+                        self._handle_job(s, states[s.job.key], evaluations.get(s.job.key), eval_error, now_ms)
+                        for s in samples
+                    )
                 )
             )
             outcomes += [self._handle_unavailable(u, now_ms) for u in unavailable]
             if only_job is not None:  # a one-job view must not forget or recount the others
+                await self._flush(samples, states, now_ms, gone=())
                 return TickReport(now_ms, tuple(outcomes), cluster_errors)
-            self._forget_vanished()
+            gone = self._forget_vanished()
+            await self._flush(samples, states, now_ms, gone)
             self.metrics.ticks.inc()
             self.metrics.tick_seconds.observe(time.perf_counter() - started)
             for c in self._clusters:
@@ -240,8 +254,47 @@ class Daemon:
         cluster.config_read_ms = now_ms
         cluster.flink_cooldown_ms = flink_cooldown_ms(config)
 
+    async def _load_states(self, samples: list[JobSample]) -> dict[str, JobState]:
+        """Every job's remembered state in one read, off the event loop (the store may be a database)."""
+        keys = [s.job.key for s in samples]
+        return await asyncio.to_thread(self.state.load_many, keys) if keys else {}
+
+    async def _flush(
+        self, samples: list[JobSample], loaded: Mapping[str, JobState], now_ms: int, gone: Sequence[str]
+    ) -> None:
+        """Write the tick in one transaction: changed states, the tick's samples, the window trim.
+
+        A crash before this commits loses this tick only; a rescale it issued is found again next tick
+        (the realizer sees the requirements already match and sends nothing).
+        """
+        dirty, self._dirty = self._dirty, {}
+        changed = {key: state for key, state in dirty.items() if loaded.get(key) != state}
+        rows = {s.job.key: window_rows(s) for s in samples} if self.settings.persist_window else {}
+        cut = {s.job.key: now_ms - _ms(s.target.options.metrics_window) for s in samples if s.job.key in rows}
+        cut.update({key: now_ms + 1 for key in gone})  # a job that left drops its window rows
+        if not (changed or rows or cut):
+            return
+
+        def write() -> None:
+            with self.state.transaction():
+                if changed:
+                    self.state.save_many(changed)
+                if rows:
+                    self.state.append_windows(rows)
+                if cut:
+                    self.state.trim_windows(cut)
+
+        try:
+            await asyncio.to_thread(write)
+        except Exception as exc:
+            # Like a crash: this tick is lost and the next one recomputes from what the store holds
+            # (idempotent realizing keeps a rescale this tick issued from being sent twice).
+            log.error("state_save_failed", error=str(exc), jobs=sorted(changed), exc_info=True)
+            for cluster in sorted({s.job.cluster for s in samples}):
+                self.metrics.report_error(cluster, Reason.STATE_STORE_ERROR)
+
     async def _evaluate(
-        self, samples: list[JobSample], now_ms: int
+        self, samples: list[JobSample], now_ms: int, states: Mapping[str, JobState]
     ) -> tuple[dict[str, JobEvaluation], str | None]:
         if not samples:
             return {}, None
@@ -249,8 +302,7 @@ class Daemon:
         try:
             # Each job's scaling history feeds restart-time tracking, effectiveness and scalability.
             history = {
-                s.job.key: trim_history(self.state.load(s.job.key).history, now_ms, s.target.options)
-                for s in samples
+                s.job.key: trim_history(states[s.job.key].history, now_ms, s.target.options) for s in samples
             }
             evaluate = functools.partial(self.evaluator.evaluate, samples, now_ms, history=history)
             evaluations = await asyncio.to_thread(evaluate)
@@ -263,12 +315,17 @@ class Daemon:
         return evaluations, None
 
     async def _handle_job(
-        self, sample: JobSample, evaluation: JobEvaluation | None, eval_error: str | None, now_ms: int
+        self,
+        sample: JobSample,
+        loaded: JobState,
+        evaluation: JobEvaluation | None,
+        eval_error: str | None,
+        now_ms: int,
     ) -> JobOutcome:
         job, options = sample.job, sample.target.options
         with structlog.contextvars.bound_contextvars(cluster=job.cluster, job=job.name):
             try:
-                state = self._confirm_pending(sample, self.state.load(job.key), now_ms)
+                state = self._confirm_pending(sample, loaded, now_ms)
                 if evaluation is None:
                     self._save(job.key, state)
                     detail = eval_error or "no evaluation for this job"
@@ -504,8 +561,11 @@ class Daemon:
         return self._done(JobOutcome(job, now_ms, unavailable.reason, unavailable.detail))
 
     # ------------------------------------------------------------------ records
-    def _forget_vanished(self) -> None:
-        """Drop caches and series of jobs no longer on their (reachable) cluster; keep their state."""
+    def _forget_vanished(self) -> list[str]:
+        """Drop caches and series of jobs no longer on their (reachable) cluster; keep their state.
+
+        Returns the keys of those jobs (their stored window rows go with this tick's write).
+        """
         live = {key for c in self._clusters for key in c.jobs}
         gone = sorted(self.metrics.known_jobs() - live)  # an unreachable cluster keeps its last job set
         if gone:
@@ -514,6 +574,7 @@ class Daemon:
             for c in self._clusters:
                 for key in gone:
                     c.names.forget(key)
+        return gone
 
     def _event(
         self,
@@ -532,8 +593,8 @@ class Daemon:
             log.error("event_failed", error=str(exc))
 
     def _save(self, job_key: str, state: JobState) -> None:
-        if state != self.state.load(job_key):
-            self.state.save(job_key, state)
+        """Remember the job's new state; ``_flush`` writes the whole tick in one transaction."""
+        self._dirty[job_key] = state
 
     def _done(self, outcome: JobOutcome) -> JobOutcome:
         log.info(
@@ -568,6 +629,15 @@ class Daemon:
             misfire_grace_time=max(1, int(interval_s)),
             next_run_time=datetime.now(UTC),
         )
+        scheduler.add_job(
+            self._cleanup,
+            "interval",
+            days=1,
+            id="cleanup",
+            max_instances=1,
+            coalesce=True,
+            next_run_time=datetime.now(UTC) + timedelta(minutes=5),
+        )
         scheduler.add_listener(self._on_skipped_tick, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
         scheduler.start()
         log.info("daemon_started", clusters=[c.settings.name for c in self._clusters], interval_s=interval_s)
@@ -579,6 +649,19 @@ class Daemon:
             async with self._tick_lock:  # let a running tick finish so its state is saved
                 pass
             log.info("daemon_stopped")
+
+    async def _cleanup(self) -> None:
+        """Once a day: events past ``event_retention``, and window rows no job has added to for a day
+        (jobs that disappeared while the daemon was down never get a trim otherwise)."""
+        now_ms = self.clock.now_ms()
+        try:
+            if isinstance(self.events, EventStore):
+                retention_ms = _ms(self.settings.event_retention)
+                deleted = await asyncio.to_thread(self.events.cleanup, now_ms, retention_ms)
+                log.info("events_cleaned_up", deleted=deleted)
+            await asyncio.to_thread(self.state.trim_window, None, now_ms - 86_400_000)
+        except Exception as exc:  # housekeeping must never take the loop down
+            log.error("cleanup_failed", error=str(exc), exc_info=True)
 
     def _schedule_retry(self, job_key: str, retry_at_ms: int, now_ms: int) -> None:
         """Re-evaluate ``job_key`` alone at exactly ``retry_at_ms`` (an APScheduler date trigger).

@@ -38,6 +38,7 @@ class Reason(StrEnum):
     WINDOW_NOT_FULL = "WindowNotFull"
     PARTIAL_METRICS = "PartialMetrics"
     CLUSTER_UNREACHABLE = "ClusterUnreachable"
+    STATE_STORE_ERROR = "StateStoreError"
     PLUGIN_FAILED = "PluginFailed"
     SCALING_APPROVED = "ScalingApproved"
     SCALING_MODIFIED = "ScalingModified"

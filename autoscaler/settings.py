@@ -708,6 +708,24 @@ class Settings(BaseSettings):
     autoscaler: dict[str, Any] = Field(
         default_factory=dict, description="job.autoscaler.* defaults for every job (Flink-style keys)."
     )
+    state_url: str = Field(
+        "sqlite:///flink-autoscaler.db",
+        description="Where per-job state (scaling history, pending rescale, delayed scale-downs, cooldowns, "
+        "overrides), the metric window and events are kept: sqlite:///PATH (a file; sqlite:////abs/path "
+        "for an absolute path), postgresql+psycopg://USER@HOST:PORT/DB to share one database between "
+        "daemons watching different clusters, or memory:// to keep nothing across restarts. The schema is "
+        "created and migrated at start-up.",
+    )
+    event_retention: Duration = Field(
+        timedelta(days=90),
+        description="How long events stay in the state database; older ones are deleted once a day. "
+        "0 keeps them forever (the reference's jdbc.event-handler.ttl).",
+    )
+    persist_window: bool = Field(
+        True,
+        description="Store each tick's samples so a restarted daemon resumes its metric window instead of "
+        "waiting a full metrics.window.",
+    )
     plugins_dir: Path | None = Field(
         None, description="Directory of executor-plugin wheels loaded at start-up (besides installed ones)."
     )

@@ -26,7 +26,7 @@ from autoscaler.simulator.engine import SimCluster
 from autoscaler.simulator.rest import transport
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant, SimClusterSpec
-from autoscaler.state import MemoryStateStore
+from autoscaler.state import MemoryStateStore, open_stores
 from autoscaler.testing import FaultyTransport, StubEvaluator
 
 OPTIONS = {"job.autoscaler.enabled": "true"}
@@ -43,6 +43,7 @@ class World:
         confirm_timeout_s: float = 300,
         options: dict[str, str] | None = None,
         flink_cooldown_s: float = 0,
+        stores: Any = None,
     ) -> None:
         self.clock = FakeClock()
         self.sims = {
@@ -56,7 +57,10 @@ class World:
         self.transports = {
             name: FaultyTransport(transport(sim), (faults or {}).get(name)) for name, sim in self.sims.items()
         }
-        self.events, self.state, self.metrics = EventLog(), MemoryStateStore(), MetricsReporter()
+        self.events, self.state = (
+            (stores.events, stores.state) if stores else (EventLog(), MemoryStateStore())
+        )
+        self.metrics = MetricsReporter()
         self.evaluator = evaluator
         settings = Settings(
             clusters=[ClusterSettings(name=n, rest_url=f"http://{n}.invalid:8081") for n in self.sims],
@@ -389,3 +393,41 @@ async def test_plugins_receive_the_jobs_context_and_their_own_prefix_stripped_co
     assert set(ctx.evaluation.vertices) == set(w.sims["a"].vertex_ids(w.jobs["a"]).values())
     assert [(c.current, c.target) for c in changes.values()] == [(1, 3)] and work in changes
     assert ctx.client is not None and await ctx.client.overview()  # a live client for the job's cluster
+
+
+def _restarted(w: World, stores: Any) -> Daemon:
+    """A new daemon process, as after a crash: same clusters and database, nothing else carried over."""
+    return Daemon(
+        w.daemon.settings,
+        evaluator=StubEvaluator({"Work": 3}),
+        clock=w.clock,
+        state=stores.state,
+        events=stores.events,
+        metrics=MetricsReporter(),
+        transports=w.transports,
+    )
+
+
+async def test_a_daemon_restarted_on_the_same_database_keeps_history_and_cooldown_and_never_rescales_twice(
+    tmp_path,
+):
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    options = {**OPTIONS, "job.autoscaler.scaling-interval.min": "10 min"}
+    w = World(StubEvaluator({"Work": 3}), options=options, stores=open_stores(url))
+    w.clock.advance(11 * 60)  # past the cooldown that counts from the job's start
+    first = await w.tick()
+    assert first.for_job("job-a").outcome is Reason.SCALING and len(w.puts("a")) == 1
+    # The process dies right after the PUT, before Flink applied it; a new one starts on the same file.
+    w.daemon = _restarted(w, open_stores(url))
+    outcomes = [(await w.tick()).for_job("job-a").outcome for _ in range(4)]
+    assert Reason.SCALING not in outcomes and len(w.puts("a")) == 1  # pending found again, not re-sent
+    state = w.daemon.state.load("a/job-a")
+    assert state.pending is None and state.history[-1].confirmed_ms is not None
+    assert state.last_rescale_ms == first.now_ms
+
+    # Later the evaluator wants more: the cooldown still counts from the rescale before the restart.
+    w.daemon = _restarted(w, open_stores(url))
+    w.daemon.evaluator = StubEvaluator({"Work": 5})
+    deferred = (await w.tick()).for_job("job-a")
+    assert deferred.outcome is Reason.COOLDOWN_DEFERRED
+    assert w.daemon.retries["a/job-a"] == first.now_ms + 10 * 60_000

@@ -1,26 +1,17 @@
-"""What the daemon remembers per job between ticks: one ``JobState`` value, loaded and saved whole.
+"""What the daemon remembers per job between ticks: one frozen ``JobState`` value, loaded and saved whole.
 
-Jobs are keyed by ``cluster/job name`` so the history survives a resubmission under a new JobID.
-The in-memory store serves tests and the demo; a durable SQL store plugs in behind the same protocol.
+Jobs are keyed by ``cluster/job name`` (``JobRef.key``) so the history survives a resubmission under a
+new JobID. These are plain values; how they are stored is ``autoscaler.state.store`` and ``.sql``.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 from autoscaler.model import VertexId, frozen_map
 
-__all__ = [
-    "DelayedScaleDown",
-    "JobState",
-    "MemoryStateStore",
-    "PendingRescale",
-    "ScalingRecord",
-    "StateStore",
-]
+__all__ = ["DelayedScaleDown", "JobState", "PendingRescale", "ScalingRecord"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +54,7 @@ class ScalingRecord:
     ``metrics`` holds, per changed vertex, (true processing rate, expected processing rate) at decision
     time: ineffective scale-up detection and the observed scalability coefficient read them back
     (``autoscaler.evaluate.history``). A vertex without an entry is simply not judged.
+    ``restart_duration_ms`` (set when the rescale is confirmed) feeds restart-time tracking.
     """
 
     ts_ms: int
@@ -78,16 +70,27 @@ class ScalingRecord:
 
 @dataclass(frozen=True, slots=True)
 class JobState:
+    """Everything one job carries from tick to tick.
+
+    ``overrides`` is the parallelism the autoscaler last asked for, per vertex it ever changed (the
+    reference's parallelism overrides): kept after the rescale is confirmed, so an operator (and the CLI)
+    can see what the autoscaler wants even when nothing is pending.
+    """
+
     last_rescale_ms: int | None = None
     pending: PendingRescale | None = None
     delayed_scale_down: Mapping[VertexId, DelayedScaleDown] = field(default_factory=dict)
     history: tuple[ScalingRecord, ...] = ()
+    overrides: Mapping[VertexId, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "delayed_scale_down", frozen_map(self.delayed_scale_down))
+        object.__setattr__(self, "history", tuple(self.history))
+        object.__setattr__(self, "overrides", frozen_map(self.overrides))
 
     def with_scaling(self, record: ScalingRecord, pending: PendingRescale | None) -> JobState:
-        """State after executing a scaling: delayed scale-downs are void, the record joins the history.
+        """State after executing a scaling: delayed scale-downs are void, the record joins the history
+        and its new parallelisms become the overrides.
 
         Trimming is per vertex (``autoscaler.evaluate.history.trim_history``), done by the caller.
         """
@@ -97,38 +100,5 @@ class JobState:
             pending=pending,
             delayed_scale_down={},
             history=(*self.history, record),
+            overrides={**self.overrides, **{vid: new for vid, (_, new) in record.changes.items()}},
         )
-
-
-class StateStore(Protocol):
-    def load(self, job_key: str) -> JobState: ...
-
-    def save(self, job_key: str, state: JobState) -> None: ...
-
-    def delete(self, job_key: str) -> None: ...
-
-    def keys(self) -> Iterable[str]: ...
-
-
-class MemoryStateStore:
-    """Process-local store (lost on restart); thread-safe for the CLI reading while the daemon writes."""
-
-    def __init__(self) -> None:
-        self._states: dict[str, JobState] = {}
-        self._lock = threading.Lock()
-
-    def load(self, job_key: str) -> JobState:
-        with self._lock:
-            return self._states.get(job_key, JobState())
-
-    def save(self, job_key: str, state: JobState) -> None:
-        with self._lock:
-            self._states[job_key] = state
-
-    def delete(self, job_key: str) -> None:
-        with self._lock:
-            self._states.pop(job_key, None)
-
-    def keys(self) -> Iterable[str]:
-        with self._lock:
-            return list(self._states)

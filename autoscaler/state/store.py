@@ -1,0 +1,233 @@
+"""The one interface the daemon stores through, and its in-memory implementation.
+
+``StateStore`` keeps per job one ``JobState`` and the job's collected metric window. The memory store
+serves tests and the demo and is the reference behaviour: ``SqlStateStore`` (``autoscaler.state.sql``)
+must pass the same contract suite (``tests/unit/test_state_store.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Protocol
+
+from autoscaler.model import VertexId, VertexSample, frozen_map
+from autoscaler.state.model import JobState
+
+if TYPE_CHECKING:
+    from autoscaler.model import JobSample
+
+__all__ = [
+    "SAMPLE_FIELDS",
+    "MemoryStateStore",
+    "StateStore",
+    "WindowRow",
+    "WindowTick",
+    "group_window",
+    "window_rows",
+]
+
+SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(VertexSample))
+
+
+@dataclass(frozen=True, slots=True)
+class WindowRow:
+    """One vertex's sample at one tick, as kept in a job's stored metric window.
+
+    ``running_since_ms`` is the job's RUNNING timestamp at that tick: restoring the evaluator's window
+    needs it to tell samples of the current run from samples taken before a restart or rescale.
+    """
+
+    vertex: VertexId
+    ts_ms: int
+    running_since_ms: int
+    sample: VertexSample
+
+    def same_values(self, other: WindowRow) -> bool:
+        """Equality with NaN equal to NaN (dataclass ``==`` says NaN != NaN)."""
+        if (self.vertex, self.ts_ms, self.running_since_ms) != (
+            other.vertex,
+            other.ts_ms,
+            other.running_since_ms,
+        ):
+            return False
+        for name in SAMPLE_FIELDS:
+            a, b = getattr(self.sample, name), getattr(other.sample, name)
+            if a != b and not (math.isnan(a) and math.isnan(b)):
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class WindowTick:
+    """A job's stored rows of one tick, grouped back: what the evaluator's window replays on restore."""
+
+    ts_ms: int
+    running_since_ms: int
+    vertices: Mapping[VertexId, VertexSample]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "vertices", frozen_map(self.vertices))
+
+
+def window_rows(sample: JobSample) -> tuple[WindowRow, ...]:
+    """The rows one collected sample adds to its job's stored window."""
+    return tuple(
+        WindowRow(vid, sample.ts_ms, sample.running_since_ms, vs) for vid, vs in sample.vertices.items()
+    )
+
+
+def group_window(rows: Iterable[WindowRow]) -> list[WindowTick]:
+    """Rows (any order) grouped by tick, oldest first."""
+    ticks: dict[int, tuple[int, dict[VertexId, VertexSample]]] = {}
+    for row in sorted(rows, key=lambda r: (r.ts_ms, r.vertex)):
+        ticks.setdefault(row.ts_ms, (row.running_since_ms, {}))[1][row.vertex] = row.sample
+    return [WindowTick(ts, since, vertices) for ts, (since, vertices) in ticks.items()]
+
+
+class StateStore(Protocol):
+    """Per-job state and metric window, keyed by ``JobRef.key`` (``cluster/job name``).
+
+    Contract (the same for every backend):
+    - ``load`` of an unknown job, or of a job whose stored value cannot be read back, is ``JobState()``;
+      a value that cannot be read is logged and discarded, never raised.
+    - ``save_many`` writes all given states or none of them; so does everything done inside
+      ``transaction()`` (nested transactions join the outer one). Reads inside a transaction see its
+      writes. A daemon writes once per tick, so a crash loses at most that tick.
+    - ``append_window`` ignores a row whose (vertex, ts_ms) the job already has; ``load_window`` returns
+      rows oldest first (then by vertex); ``trim_window`` drops rows older than ``before_ms`` and returns
+      how many. ``append_windows`` / ``trim_windows`` do the same for many jobs at once (a tick's worth
+      in one statement each).
+    - ``delete`` drops the job's state and window.
+    """
+
+    def load(self, job_key: str) -> JobState: ...
+
+    def load_many(self, job_keys: Iterable[str]) -> dict[str, JobState]: ...
+
+    def save(self, job_key: str, state: JobState) -> None: ...
+
+    def save_many(self, states: Mapping[str, JobState]) -> None: ...
+
+    def delete(self, job_key: str) -> None: ...
+
+    def keys(self) -> Iterable[str]: ...
+
+    def transaction(self) -> AbstractContextManager[None]: ...
+
+    def append_window(self, job_key: str, rows: Iterable[WindowRow]) -> None: ...
+
+    def append_windows(self, rows_by_job: Mapping[str, Iterable[WindowRow]]) -> None: ...
+
+    def load_window(self, job_key: str) -> list[WindowRow]: ...
+
+    def trim_window(self, job_key: str | None, before_ms: int) -> int: ...
+
+    def trim_windows(self, before_ms_by_job: Mapping[str, int]) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class MemoryStateStore:
+    """Process-local store (lost on restart); thread-safe for the CLI reading while the daemon writes.
+
+    A transaction holds the store's lock and snapshots it, so a failure inside rolls everything back,
+    as the SQL store's does.
+    """
+
+    def __init__(self) -> None:
+        self._states: dict[str, JobState] = {}
+        self._windows: dict[str, dict[tuple[int, VertexId], WindowRow]] = {}
+        self._lock = threading.RLock()
+        self._depth = 0
+
+    # ------------------------------------------------------------------ state
+    def load(self, job_key: str) -> JobState:
+        with self._lock:
+            return self._states.get(job_key, JobState())
+
+    def load_many(self, job_keys: Iterable[str]) -> dict[str, JobState]:
+        with self._lock:
+            return {key: self._states.get(key, JobState()) for key in job_keys}
+
+    def save(self, job_key: str, state: JobState) -> None:
+        with self._lock:
+            self._states[job_key] = state
+
+    def save_many(self, states: Mapping[str, JobState]) -> None:
+        with self._lock:
+            self._states.update(states)
+
+    def delete(self, job_key: str) -> None:
+        with self._lock:
+            self._states.pop(job_key, None)
+            self._windows.pop(job_key, None)
+
+    def keys(self) -> Iterable[str]:
+        with self._lock:
+            return list(self._states)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            states = dict(self._states)
+            windows = {key: dict(rows) for key, rows in self._windows.items()}
+            self._depth = 1
+            try:
+                yield
+            except BaseException:
+                self._states, self._windows = states, windows
+                raise
+            finally:
+                self._depth = 0
+
+    # ------------------------------------------------------------------ metric window
+    def append_window(self, job_key: str, rows: Iterable[WindowRow]) -> None:
+        with self._lock:
+            window = self._windows.setdefault(job_key, {})
+            for row in rows:
+                window.setdefault((row.ts_ms, row.vertex), row)
+
+    def append_windows(self, rows_by_job: Mapping[str, Iterable[WindowRow]]) -> None:
+        with self._lock:
+            for job_key, rows in rows_by_job.items():
+                self.append_window(job_key, rows)
+
+    def load_window(self, job_key: str) -> list[WindowRow]:
+        with self._lock:
+            window = self._windows.get(job_key, {})
+            return [window[k] for k in sorted(window)]
+
+    def trim_window(self, job_key: str | None, before_ms: int) -> int:
+        with self._lock:
+            keys: Sequence[str] = list(self._windows) if job_key is None else [job_key]
+            dropped = 0
+            for key in keys:
+                window = self._windows.get(key)
+                if not window:
+                    continue
+                old = [k for k in window if k[0] < before_ms]
+                for k in old:
+                    del window[k]
+                dropped += len(old)
+                if not window:
+                    del self._windows[key]
+            return dropped
+
+    def trim_windows(self, before_ms_by_job: Mapping[str, int]) -> int:
+        with self._lock:
+            return sum(self.trim_window(key, before) for key, before in before_ms_by_job.items())
+
+    def close(self) -> None:
+        """Nothing to release; here so every store can be closed the same way."""
