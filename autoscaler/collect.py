@@ -9,6 +9,11 @@ Flink's metric fetcher is lazy: a query gets the JobManager's last fetch and onl
 one, so the very first queries of a job can come back ``[]``. On a job's first collection, when a
 vertex's answer is empty or lacks a required name, the job is therefore collected once more after a
 short pause (the warm-up) before the tick is given up as ``PARTIAL_METRICS``.
+
+Custom metrics (declared by the job's metric providers, :mod:`autoscaler.plugins.metrics`) are read in
+the same tick and never decide whether a job is collected: per-vertex names go in their own request per
+vertex (a name that vanished would otherwise empty the standard answer), TaskManager names in one
+request per job, external ones through the providers under a time budget. Anything unreadable is NaN.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import structlog
@@ -32,7 +37,18 @@ from autoscaler.model import (
     JobTopology,
     TaskManagerSample,
     Unavailable,
+    VertexId,
     VertexSample,
+)
+from autoscaler.plugins.metrics import (
+    AGGREGATES,
+    EXTERNAL_METRICS_BUDGET_S,
+    ConfiguredProvider,
+    ExternalMetricsContext,
+    MetricRef,
+    declared_taskmanager_names,
+    declared_vertex_names,
+    external_metrics,
 )
 from autoscaler.reasons import Reason
 from autoscaler.settings import BusyTimeAggregator
@@ -85,6 +101,7 @@ class MetricNameCache:
     def __init__(self) -> None:
         self._jobs: dict[str, _JobNames] = {}
         self._tm: dict[str, tuple[str, ...]] = {}
+        self._tm_listing: dict[str, frozenset[str]] = {}  # cluster -> listed TaskManager names (custom)
         self._warm: dict[str, str] = {}  # job key -> JobID collected completely at least once
 
     def forget(self, job_key: str) -> None:
@@ -123,6 +140,13 @@ class MetricNameCache:
 
     def forget_taskmanagers(self, cluster: str) -> None:
         self._tm.pop(cluster, None)
+
+    def taskmanager_listing(self, cluster: str) -> frozenset[str] | None:
+        """The TaskManager names last listed for custom metrics on ``cluster``."""
+        return self._tm_listing.get(cluster)
+
+    def store_taskmanager_listing(self, cluster: str, names: Iterable[str]) -> None:
+        self._tm_listing[cluster] = frozenset(names)
 
 
 # --------------------------------------------------------------------------------------------- formulas
@@ -187,6 +211,8 @@ async def collect(
     cache: MetricNameCache,
     taskmanagers: TaskManagerSample,
     *,
+    providers: Sequence[ConfiguredProvider] = (),
+    external_budget_s: float = EXTERNAL_METRICS_BUDGET_S,
     warm_up_pause_s: float = WARM_UP_PAUSE_S,
     sleep: Sleep = asyncio.sleep,
 ) -> JobSample | Unavailable:
@@ -194,9 +220,25 @@ async def collect(
 
     ``sleep(warm_up_pause_s)`` is awaited at most once, on a job's first collection, before collecting
     it once more because an answer was incomplete (tests pass 0 or a recording sleep).
+
+    ``providers`` are the job's metric providers (:func:`autoscaler.plugins.metrics.metric_providers`).
+    Their TaskManager and external metrics are read while the standard ones are, their vertex metrics
+    beside each vertex's standard query; all end up in ``JobSample.custom_*_metrics``.
     """
+    job_level = (
+        asyncio.ensure_future(
+            _custom_job_metrics(client, target, now_ms, cache, providers, external_budget_s)
+        )
+        if providers
+        else None
+    )
     try:
-        return await _collect(client, target, now_ms, cache, taskmanagers, lambda: sleep(warm_up_pause_s))
+        sample = await _collect(
+            client, target, now_ms, cache, taskmanagers, providers, lambda: sleep(warm_up_pause_s)
+        )
+        if job_level is not None:
+            sample = replace(sample, custom_job_metrics=await _settled(job_level, target))
+        return sample
     except _NotRunning as err:
         return Unavailable(target, Reason.NOT_RUNNING, str(err))
     except MissingMetrics as err:
@@ -210,6 +252,18 @@ async def collect(
     except Exception as err:  # a bug must not stop the other jobs' ticks
         log.exception("collect_failed", job=target.job.key)
         return Unavailable(target, Reason.AUTOSCALER_ERROR, f"{type(err).__name__}: {err}")
+    finally:
+        if job_level is not None and not job_level.done():
+            job_level.cancel()  # the job is skipped: nobody needs its custom metrics
+
+
+async def _settled(job_level: Awaitable[dict[str, float]], target: JobTarget) -> dict[str, float]:
+    """The job-level custom metrics, or none if reading them failed in a way nobody caught (a bug)."""
+    try:
+        return await job_level
+    except Exception:
+        log.exception("custom_job_metrics_failed", job=target.job.key)
+        return {}
 
 
 async def _collect(
@@ -218,6 +272,7 @@ async def _collect(
     now_ms: int,
     cache: MetricNameCache,
     taskmanagers: TaskManagerSample,
+    providers: Sequence[ConfiguredProvider],
     pause: Callable[[], Awaitable[object]],
 ) -> JobSample:
     """One attempt; on a job's first collection a second one after the pause if metrics were missing.
@@ -227,14 +282,14 @@ async def _collect(
     """
     job = target.job
     try:
-        return await _collect_once(client, target, now_ms, cache, taskmanagers)
+        return await _collect_once(client, target, now_ms, cache, taskmanagers, providers)
     except MissingMetrics as err:
         if cache.is_warm(job.key, job.job_id):
             raise
         # The lazy fetcher answered from an empty or older fetch; our queries triggered a new one.
         log.info("metrics_warm_up", job=job.key, detail=str(err))
     await pause()
-    return await _collect_once(client, target, now_ms, cache, taskmanagers)
+    return await _collect_once(client, target, now_ms, cache, taskmanagers, providers)
 
 
 async def _collect_once(
@@ -243,14 +298,19 @@ async def _collect_once(
     now_ms: int,
     cache: MetricNameCache,
     taskmanagers: TaskManagerSample,
+    providers: Sequence[ConfiguredProvider],
 ) -> JobSample:
     job = target.job
     details = await _job_details(client, job.job_id)
     _require_running(details)
     topology = details.topology()
     live = [v.id for v in topology if v.status != FINISHED]
-    names = await _vertex_names(client, job.job_id, job.key, topology, live, cache)
-    read, missing = await _read_vertices(client, job.job_id, topology, names, live)
+    custom = declared_vertex_names(providers, topology) if providers else {}
+    names = await _vertex_names(client, job.job_id, job.key, topology, live, cache, custom)
+    (read, missing), custom_values = await asyncio.gather(
+        _read_vertices(client, job.job_id, topology, names, live),
+        _read_custom_vertices(client, job.job_id, names, custom, live),
+    )
     if missing:
         cache.drop_names(job.key)  # a listing or an answer without the names: re-list next time
         raise next(missing[vid] for vid in live if vid in missing)
@@ -270,6 +330,7 @@ async def _collect_once(
         vertices={vid: vertices[vid] for vid in topology.vertices},
         taskmanagers=taskmanagers,
         num_source_partitions=partitions,
+        custom_vertex_metrics=custom_values,
     )
 
 
@@ -351,9 +412,17 @@ async def _vertex_names(
     topology: JobTopology,
     live: Sequence[str],
     cache: MetricNameCache,
+    custom: Mapping[VertexId, Sequence[str]] | None = None,
 ) -> dict[str, tuple[str, ...]]:
+    """Listed names per live vertex: cached, except sources (``pendingRecords`` appears lazily) and
+    vertices whose cached listing lacks a declared custom name (user metrics appear lazily too)."""
     cached = cache.vertex_names(job_key, frozenset(topology.vertices))
-    to_list = [vid for vid in live if topology.is_source(vid) or vid not in cached]
+    custom = custom or {}
+    to_list = [
+        vid
+        for vid in live
+        if topology.is_source(vid) or vid not in cached or _lacks(cached[vid], custom.get(vid, ()))
+    ]
     listed = await _gather({vid: client.vertex_metric_names(job_id, vid) for vid in to_list})
     names = {**cached, **{vid: tuple(n) for vid, n in listed.items()}}
     for vid in to_list:
@@ -372,6 +441,110 @@ async def _gather(calls: Mapping[str, Awaitable[_T]]) -> dict[str, _T]:
             raise result
         out[key] = result
     return out
+
+
+def _lacks(listed: Sequence[str], declared: Sequence[str]) -> bool:
+    """Whether some declared custom name is not in the listing (so the listing may be stale)."""
+    present = set(listed)
+    return any(MetricRef.parse(d).flink_name not in present for d in declared)
+
+
+# --------------------------------------------------------------------------------------------- custom metrics
+async def _read_custom_vertices(
+    client: FlinkClient,
+    job_id: str,
+    names: Mapping[str, Sequence[str]],
+    custom: Mapping[VertexId, Sequence[str]],
+    live: Sequence[str],
+) -> dict[VertexId, dict[str, float]]:
+    """Each vertex's declared names in their own request; finished or unreadable ones are NaN."""
+    running = set(live)
+    results = await asyncio.gather(
+        *(
+            _read_custom_vertex(client, job_id, vid, names.get(vid, ()), declared)
+            if vid in running
+            else _nan_values(declared)
+            for vid, declared in custom.items()
+        )
+    )
+    return dict(zip(custom, results, strict=True))
+
+
+async def _nan_values(declared: Sequence[str]) -> dict[str, float]:
+    return dict.fromkeys(declared, NAN)
+
+
+async def _read_custom_vertex(
+    client: FlinkClient, job_id: str, vid: str, listed: Sequence[str], declared: Sequence[str]
+) -> dict[str, float]:
+    refs = [MetricRef.parse(d) for d in declared]
+    try:
+        answer = await client.vertex_metrics(job_id, vid, _listed_names(refs, listed), AGGREGATES)
+    except Exception as err:  # custom metrics never cost the job its sample
+        log.warning("custom_vertex_metrics_failed", vertex_id=vid, error=str(err))
+        answer = {}
+    return _pick(refs, answer)
+
+
+async def _custom_job_metrics(
+    client: FlinkClient,
+    target: JobTarget,
+    now_ms: int,
+    cache: MetricNameCache,
+    providers: Sequence[ConfiguredProvider],
+    budget_s: float,
+) -> dict[str, float]:
+    """TaskManager and external metrics of the job's providers, all at once; never raises.
+
+    A name both read from Flink and reported by a provider keeps the first measured value (Flink first,
+    then the providers in configured order).
+    """
+    job = target.job
+    calls = [_custom_taskmanager_metrics(client, cache, declared_taskmanager_names(providers))]
+    for p in providers:
+        context = ExternalMetricsContext(job, target.options, p.config, now_ms)
+        calls.append(external_metrics(p, context, budget_s))
+    merged: dict[str, float] = {}
+    for values in await asyncio.gather(*calls):
+        for name, value in values.items():
+            if math.isnan(merged.get(name, NAN)):
+                merged[name] = value
+    return merged
+
+
+async def _custom_taskmanager_metrics(
+    client: FlinkClient, cache: MetricNameCache, declared: Sequence[str]
+) -> dict[str, float]:
+    """Declared TaskManager names, aggregated over TaskManagers; only listed names are queried.
+
+    The listing is cached per cluster and refreshed while a declared name is missing from it.
+    """
+    if not declared:
+        return {}
+    refs = [MetricRef.parse(d) for d in declared]
+    try:
+        listed = cache.taskmanager_listing(client.cluster)
+        if listed is None or any(r.flink_name not in listed for r in refs):
+            listed = frozenset(await client.taskmanager_metric_names())
+            cache.store_taskmanager_listing(client.cluster, listed)
+        answer = await client.taskmanager_metrics(_listed_names(refs, listed), AGGREGATES)
+    except Exception as err:
+        log.warning("custom_taskmanager_metrics_failed", cluster=client.cluster, error=str(err))
+        answer = {}
+    return _pick(refs, answer)
+
+
+def _listed_names(refs: Sequence[MetricRef], listed: Iterable[str]) -> list[str]:
+    present = set(listed)
+    return list(dict.fromkeys(r.flink_name for r in refs if r.flink_name in present))
+
+
+def _pick(refs: Sequence[MetricRef], answer: Mapping[str, AggregatedMetric]) -> dict[str, float]:
+    """Each declared name's aggregate from the answer; NaN when Flink did not answer it."""
+    return {
+        r.declared: float(getattr(answer[r.flink_name], r.aggregate)) if r.flink_name in answer else NAN
+        for r in refs
+    }
 
 
 @dataclass(frozen=True, slots=True)

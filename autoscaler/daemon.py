@@ -28,6 +28,7 @@ from autoscaler.collect import MetricNameCache, collect, collect_taskmanagers
 from autoscaler.decide import Decision, decide
 from autoscaler.discover import discover
 from autoscaler.durations import parse_duration
+from autoscaler.evaluate.custom import ConfiguredEvaluator
 from autoscaler.evaluate.history import record_metrics, trim_history
 from autoscaler.events import Event, EventLog, EventSink, EventStore, EventType
 from autoscaler.flink.client import FlinkClient
@@ -37,6 +38,8 @@ from autoscaler.model import JobEvaluation, JobRef, JobSample, JobTarget, Unavai
 from autoscaler.plugins.api import PluginContext, ScalingExecutorPlugin
 from autoscaler.plugins.chain import ChainResult, PluginOutcome, order_plugins, run_chain
 from autoscaler.plugins.configured import ConfiguredChain, PluginInstances
+from autoscaler.plugins.evaluators import EvaluatorInstances
+from autoscaler.plugins.metrics import metric_providers
 from autoscaler.realize import RealizeResult, confirm, realize
 from autoscaler.reasons import Reason
 from autoscaler.resources import fetch_taskmanager_resources
@@ -69,9 +72,11 @@ class Evaluator(Protocol):
         now_ms: int,
         *,
         history: Mapping[str, Sequence[ScalingRecord]] | None = None,
+        evaluators: Mapping[str, Sequence[ConfiguredEvaluator]] | None = None,
     ) -> dict[str, JobEvaluation]:
         """Every job of the tick at once; ``history`` (job key -> records, oldest first) feeds the
-        history-dependent rules (restart time, ineffective scale-ups, scalability)."""
+        history-dependent rules (restart time, ineffective scale-ups, scalability); ``evaluators``
+        (job key -> configured custom evaluators, in order) refine each vertex's metrics."""
         ...
 
     def forget(self, job_keys: Sequence[str]) -> None: ...
@@ -122,6 +127,7 @@ class Daemon:
         events: EventSink | None = None,
         metrics: MetricsReporter | None = None,
         plugins: Sequence[ScalingExecutorPlugin] | PluginInstances = (),
+        evaluators: EvaluatorInstances | None = None,
         transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
         on_outcome: Callable[[JobOutcome], None] | None = None,
     ) -> None:
@@ -132,6 +138,7 @@ class Daemon:
         self.events = events or EventLog()
         self.metrics = metrics or MetricsReporter()
         self.plugins = plugins if isinstance(plugins, PluginInstances) else PluginInstances(fixed=plugins)
+        self.evaluators = evaluators or EvaluatorInstances()
         self.on_outcome = on_outcome
         transports = transports or {}
         self._clusters = []
@@ -233,7 +240,19 @@ class Daemon:
         taskmanagers = await fetch_taskmanager_resources(cluster.client, taskmanagers)  # for quota checks
         return list(
             await asyncio.gather(
-                *(collect(cluster.client, t, now_ms, cluster.names, taskmanagers) for t in targets)
+                *(
+                    collect(
+                        cluster.client,
+                        t,
+                        now_ms,
+                        cluster.names,
+                        taskmanagers,
+                        providers=metric_providers(
+                            t.options, plugins=self.plugins, evaluators=self.evaluators
+                        ),
+                    )
+                    for t in targets
+                )
             )
         )
 
@@ -304,7 +323,13 @@ class Daemon:
             history = {
                 s.job.key: trim_history(states[s.job.key].history, now_ms, s.target.options) for s in samples
             }
-            evaluate = functools.partial(self.evaluator.evaluate, samples, now_ms, history=history)
+            evaluate = functools.partial(
+                self.evaluator.evaluate,
+                samples,
+                now_ms,
+                history=history,
+                evaluators=self.evaluators.for_samples(samples),
+            )
             evaluations = await asyncio.to_thread(evaluate)
         except Exception as exc:  # Spark failing must not stop the loop; nothing scales this tick
             log.error("evaluation_failed", error=str(exc), exc_info=True)
@@ -340,6 +365,7 @@ class Daemon:
                     return self._done(JobOutcome(job, now_ms, Reason.AUTOSCALER_ERROR, detail))
                 self.metrics.report_evaluation(evaluation)
                 self._report_ineffective(evaluation, now_ms)
+                self._report_evaluator_failures(evaluation, now_ms)
                 cooldown_ms = self._cluster(job.cluster).flink_cooldown_ms
                 decision = decide(evaluation, state, options, now_ms, flink_cooldown_ms=cooldown_ms)
                 outcome = await self._execute(decision, sample.target, now_ms)
@@ -458,6 +484,24 @@ class Daemon:
         else:
             log.info("requirements_already_match", desired=desired)
         return JobOutcome(job, now_ms, Reason.SCALING, decision.detail, decision, chain, realized)
+
+    def _report_evaluator_failures(self, evaluation: JobEvaluation, now_ms: int) -> None:
+        """A custom evaluator that raised (built-in values kept) or is missing (job not scaled)."""
+        options = evaluation.sample.target.options
+        problems = [str(f) for f in evaluation.evaluator_failures]
+        if evaluation.not_ready is Reason.PLUGIN_FAILED:
+            problems.append(evaluation.not_ready_detail or "a configured custom evaluator is unavailable")
+        for problem in problems:
+            self.metrics.report_error(evaluation.job.cluster, Reason.PLUGIN_FAILED)
+            self._event(
+                evaluation.job.key,
+                Reason.PLUGIN_FAILED,
+                EventType.WARNING,
+                f"custom evaluator: {problem}",
+                now_ms,
+                key=f"evaluator:{problem}",
+                interval_ms=_ms(options.scaling_event_interval),
+            )
 
     def _report_ineffective(self, evaluation: JobEvaluation, now_ms: int) -> None:
         """The reference always reports an ineffective scale-up; blocking it is a separate option."""

@@ -266,6 +266,8 @@ def _memory_pressure(evaluation: JobEvaluation, options: AutoscalerOptions) -> s
 
 
 def _not_ready_text(evaluation: JobEvaluation) -> str:
+    if evaluation.not_ready_detail:
+        return evaluation.not_ready_detail
     if evaluation.not_ready is Reason.STABILIZING:
         return "job recently (re)started: waiting for stabilization.interval"
     return f"metric window not full yet ({evaluation.window_samples} samples)"

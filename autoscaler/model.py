@@ -186,10 +186,21 @@ class JobSample:
     vertices: Mapping[VertexId, VertexSample]
     taskmanagers: TaskManagerSample = field(default_factory=TaskManagerSample)
     num_source_partitions: Mapping[VertexId, int] = field(default_factory=dict)
+    # Metrics that the job's CustomMetricProvider plugins declared (autoscaler.plugins.metrics), read in
+    # the same tick as the standard ones. Per vertex: declared name -> value over its subtasks. Job-level:
+    # TaskManager metrics (aggregated over TaskManagers) and external ones. NaN = declared, not measured.
+    custom_vertex_metrics: Mapping[VertexId, Mapping[str, float]] = field(default_factory=dict)
+    custom_job_metrics: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vertices", frozen_map(self.vertices))
         object.__setattr__(self, "num_source_partitions", frozen_map(self.num_source_partitions))
+        object.__setattr__(
+            self,
+            "custom_vertex_metrics",
+            frozen_map({vid: frozen_map(m) for vid, m in self.custom_vertex_metrics.items()}),
+        )
+        object.__setattr__(self, "custom_job_metrics", frozen_map(self.custom_job_metrics))
         missing = set(self.topology.vertices) - set(self.vertices)
         if missing:
             raise ValueError(f"sample lacks vertices {sorted(missing)}")
@@ -197,6 +208,11 @@ class JobSample:
     @property
     def job(self) -> JobRef:
         return self.target.job
+
+    def custom_metric(self, name: str, vertex: VertexId | None = None) -> float:
+        """This tick's value of a declared custom metric (job-level without ``vertex``); NaN if none."""
+        values = self.custom_job_metrics if vertex is None else self.custom_vertex_metrics.get(vertex, {})
+        return values.get(name, NAN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,13 +268,33 @@ class JobEvaluation:
     window_full: bool
     not_ready: Reason | None = None  # set when the evaluation must not drive a decision
     restart_time_s: float = NAN  # the restart time the capacities were computed with (NaN: not evaluated)
+    # Custom metrics over the window: scope -> name -> (current, average). The scope is a vertex id, or
+    # "" (autoscaler.plugins.metrics.JOB_SCOPE) for TaskManager and external metrics; current is the
+    # latest measured value, average the mean of the finite ones. Executor plugins and custom
+    # evaluators read them here instead of doing their own I/O.
+    custom_metrics: Mapping[str, Mapping[str, tuple[float, float]]] = field(default_factory=dict)
+    not_ready_detail: str = ""  # why, in words, when not_ready needs more than its reason (PluginFailed)
+    evaluator_failures: tuple[str, ...] = ()  # custom evaluators that raised; their overrides were ignored
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vertices", frozen_map(self.vertices))
+        object.__setattr__(
+            self,
+            "custom_metrics",
+            frozen_map({scope: frozen_map(m) for scope, m in self.custom_metrics.items()}),
+        )
 
     @property
     def job(self) -> JobRef:
         return self.sample.job
+
+    def custom_metric(self, name: str, vertex: VertexId | None = None) -> tuple[float, float]:
+        """``(current, average)`` of a custom metric over the window (job-level without ``vertex``).
+
+        ``(NaN, NaN)`` when nothing was measured in the window or the name was never declared.
+        """
+        scope = "" if vertex is None else vertex  # "": autoscaler.plugins.metrics.JOB_SCOPE
+        return self.custom_metrics.get(scope, {}).get(name, (NAN, NAN))
 
     @property
     def ineffective_scale_ups(self) -> tuple[VertexId, ...]:

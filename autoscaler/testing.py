@@ -163,7 +163,12 @@ class StubEvaluator:
         self.forgotten: list[str] = []
 
     def evaluate(
-        self, samples: Sequence[JobSample], now_ms: int, *, history: Mapping[str, Any] | None = None
+        self,
+        samples: Sequence[JobSample],
+        now_ms: int,
+        *,
+        history: Mapping[str, Any] | None = None,
+        evaluators: Mapping[str, Any] | None = None,
     ) -> dict[str, JobEvaluation]:
         self.calls.append([s.job.key for s in samples])
         self.histories.append(dict(history or {}))

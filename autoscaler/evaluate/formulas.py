@@ -17,6 +17,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from autoscaler.evaluate.custom import (
+    ConfiguredEvaluator,
+    EvaluatorContext,
+    VertexMetrics,
+    run_evaluators,
+)
 from autoscaler.evaluate.history import (
     VertexScaling,
     is_ineffective_scale_up,
@@ -30,9 +36,12 @@ from autoscaler.state import ScalingRecord
 
 __all__ = [
     "AverageParts",
+    "CustomAggregate",
+    "GraphEvaluation",
     "ProcessingRates",
     "RatePoints",
     "VertexAggregates",
+    "aggregate_custom_window",
     "aggregate_window",
     "busy_time_avg",
     "busy_time_bounds",
@@ -41,9 +50,11 @@ __all__ = [
     "catch_up_rate",
     "edge_data_rate",
     "edge_output_ratio",
+    "evaluate_graph",
     "evaluate_vertices",
     "get_average",
     "get_rate",
+    "incoming_rates",
     "is_processing_backlog",
     "java_round",
     "processing_rates",
@@ -221,6 +232,33 @@ def aggregate_window(samples: Sequence[tuple[int, VertexSample]]) -> VertexAggre
     )
 
 
+@dataclass(frozen=True, slots=True)
+class CustomAggregate:
+    """One custom metric's window: its latest measured value and getAverage of its values.
+
+    Windowed like the standard metrics (same rows, same bounds), so a plugin gets a smoothed value and
+    the moment's value from one consistent window instead of a single snapshot of its own.
+    """
+
+    points: int = 0  # measured (non-NaN) points in the window
+    current: float = NAN  # the latest non-NaN value
+    average: float = NAN  # getAverage: mean of the finite values, +inf if only infinite ones
+
+    @property
+    def pair(self) -> tuple[float, float]:
+        return self.current, self.average
+
+
+def aggregate_custom_window(points: Sequence[tuple[int, float]]) -> CustomAggregate:
+    """The plain-Python oracle of the Spark custom-metric aggregation: one ``(ts_ms, value)`` series."""
+    ordered = [(ts, v) for ts, v in sorted(points, key=lambda item: item[0]) if not math.isnan(v)]
+    return CustomAggregate(
+        points=len(ordered),
+        current=ordered[-1][1] if ordered else NAN,
+        average=get_average(AverageParts.of(v for _, v in ordered)),
+    )
+
+
 # ---------------------------------------------------------------------------------------------- rates
 def target_data_rate(records_in_rate: float, lag_rate: float) -> float:
     """Reference §1.5 source TDR = max(0, getRate(NUM_RECORDS_IN) + getRate(LAG)); NaN stays NaN."""
@@ -387,41 +425,107 @@ def thresholds(
 
 
 # ---------------------------------------------------------------------------------------------- the graph
+@dataclass(frozen=True, slots=True)
+class GraphEvaluation:
+    """One job's vertices evaluated, the processing-backlog flag, and the custom evaluators that failed."""
+
+    vertices: dict[VertexId, VertexEvaluation]
+    processing_backlog: bool
+    evaluator_failures: tuple[str, ...] = ()
+
+
 def evaluate_vertices(
     sample: JobSample,
     aggregates: Mapping[VertexId, VertexAggregates],
     options: AutoscalerOptions,
     restart_time_s: float | None = None,
     history: Sequence[ScalingRecord] = (),
+    *,
+    evaluators: Sequence[ConfiguredEvaluator] = (),
+    custom_metrics: Mapping[str, Mapping[str, tuple[float, float]]] | None = None,
 ) -> tuple[dict[VertexId, VertexEvaluation], bool]:
-    """Reference §1.5-§1.10 for one job: propagate rates in topological order, then scale each vertex.
+    """:func:`evaluate_graph` as ``(evaluations, processing backlog)``."""
+    result = evaluate_graph(
+        sample,
+        aggregates,
+        options,
+        restart_time_s,
+        history,
+        evaluators=evaluators,
+        custom_metrics=custom_metrics,
+    )
+    return result.vertices, result.processing_backlog
 
-    Returns the evaluations and the processing-backlog flag. A vertex without aggregates, or whose TPR or
-    TDR is unknown, keeps its parallelism; unknown rates flow downstream as NaN (FLINK-39925 fixed).
-    ``history`` (the job's scaling records, oldest first) feeds ineffective scale-up detection and the
-    observed scalability coefficient; ``restart_time_s`` defaults to ``restart.time``.
+
+def evaluate_graph(
+    sample: JobSample,
+    aggregates: Mapping[VertexId, VertexAggregates],
+    options: AutoscalerOptions,
+    restart_time_s: float | None = None,
+    history: Sequence[ScalingRecord] = (),
+    *,
+    evaluators: Sequence[ConfiguredEvaluator] = (),
+    custom_metrics: Mapping[str, Mapping[str, tuple[float, float]]] | None = None,
+) -> GraphEvaluation:
+    """Reference §1.5-§1.10 for one job, vertex by vertex in topological order.
+
+    For each vertex: its built-in metrics (target data and catch-up rates propagated from the final
+    metrics of its inputs, TPR, load, lag), then the custom evaluators in order (FLIP-514, see
+    :mod:`autoscaler.evaluate.custom`), then thresholds and the recommendation from the merged metrics.
+    Merging before the next vertex is what lets an override flow downstream.
+
+    A vertex without aggregates, or whose TPR or TDR is unknown, keeps its parallelism; unknown rates
+    flow downstream as NaN (FLINK-39925 fixed). ``history`` (the job's scaling records, oldest first)
+    feeds ineffective scale-up detection and the observed scalability coefficient; ``restart_time_s``
+    defaults to ``restart.time``. ``custom_metrics`` (scope -> name -> (current, average)) are handed
+    to the evaluators.
     """
     topology = sample.topology
     restart_s = whole_seconds(options.restart_time) if restart_time_s is None else restart_time_s
     backlog_s = whole_seconds(options.backlog_processing_lag_threshold)
+    catch_up_s = whole_seconds(options.catch_up_duration)
     sources = [vid for vid in topology.vertices if topology.is_source(vid)]
     backlog = any(
         is_processing_backlog(_agg(aggregates, v).lag_latest, _agg(aggregates, v).records_in_rate, backlog_s)
         for v in sources
     )
-    tdr, catch_up = propagate_rates(topology, aggregates, whole_seconds(options.catch_up_duration))
-    out = {
-        vid: _evaluate_vertex(
+    final: dict[VertexId, VertexMetrics] = {}
+    rates_in = _Propagated({}, {})  # the final (merged) TDR and catch-up rate of each vertex so far
+    out: dict[VertexId, VertexEvaluation] = {}
+    failures: list[str] = []
+    for vid in topology.vertices:
+        agg = _agg(aggregates, vid)
+        rates = processing_rates(agg, options, topology.vertices[vid].parallelism)
+        builtin = _builtin_metrics(sample, vid, agg, rates, rates_in, aggregates, options, catch_up_s)
+        metrics = builtin
+        if evaluators:
+            context = EvaluatorContext(
+                job=sample.job,
+                vertex=vid,
+                options=options,
+                config={},
+                topology=topology,
+                builtin=builtin,
+                evaluated=dict(final),
+                aggregates=aggregates,
+                custom_metrics=custom_metrics or {},
+                processing_backlog=backlog,
+            )
+            run = run_evaluators(evaluators, builtin, context)
+            metrics = run.metrics
+            failures.extend(run.failures)
+        final[vid] = metrics
+        rates_in.target_data_rate[vid] = metrics.target_data_rate
+        rates_in.catch_up_data_rate[vid] = metrics.catch_up_data_rate
+        out[vid] = _recommend(
             sample,
-            vid,
-            _agg(aggregates, vid),
-            _Demand(tdr[vid], catch_up[vid], backlog, restart_s),
+            metrics,
+            rates.from_counters,
+            _JobTerms(backlog, restart_s),
             options,
             vertex_history(history, vid),
         )
-        for vid in topology.vertices
-    }
-    return out, backlog
+    return GraphEvaluation(out, backlog, tuple(failures))
 
 
 def propagate_rates(
@@ -429,89 +533,147 @@ def propagate_rates(
 ) -> tuple[dict[VertexId, float], dict[VertexId, float]]:
     """Reference §1.5 TARGET_DATA_RATE and CATCH_UP_DATA_RATE of every vertex, sources first.
 
-    A source's own rates; every other vertex the sum over its inputs of their rates times the edge's
-    output ratio. An unknown ratio (a missing metric) makes the vertex and everything downstream NaN.
+    The built-in rates only (no custom evaluator); see :func:`incoming_rates`.
     """
     tdr: dict[VertexId, float] = {}
     catch_up: dict[VertexId, float] = {}
     for vid in topology.vertices:
-        agg = _agg(aggregates, vid)
-        in_edges = topology.inputs(vid)
-        if not in_edges:
-            tdr[vid] = target_data_rate(agg.records_in_rate, agg.lag_rate)
-            catch_up[vid] = catch_up_rate(agg.lag_latest, catch_up_s)
-            continue
-        tdr[vid], catch_up[vid] = 0.0, 0.0
-        for upstream in _distinct(e.source for e in in_edges):
-            ratio = edge_output_ratio(
-                _agg(aggregates, upstream).records_in_rate,
-                edge_data_rate(topology, aggregates, upstream, vid),
-            )
-            tdr[vid] += tdr[upstream] * ratio
-            catch_up[vid] += catch_up[upstream] * ratio
+        tdr[vid], catch_up[vid] = incoming_rates(topology, aggregates, vid, tdr, catch_up, catch_up_s)
     return tdr, catch_up
 
 
-@dataclass(frozen=True, slots=True)
-class _Demand:
-    """What the rest of the job asks of one vertex (propagated rates) and the job-wide terms."""
+def incoming_rates(
+    topology: JobTopology,
+    aggregates: Mapping[VertexId, VertexAggregates],
+    vid: VertexId,
+    tdr: Mapping[VertexId, float],
+    catch_up: Mapping[VertexId, float],
+    catch_up_s: float,
+) -> tuple[float, float]:
+    """Reference §1.5 (TARGET_DATA_RATE, CATCH_UP_DATA_RATE) of one vertex, given those of its inputs.
 
-    target_data_rate: float
-    catch_up_data_rate: float
+    A source's own rates; any other vertex the sum over its inputs of their rates times the edge's
+    output ratio. An unknown ratio (a missing metric) makes the vertex, and so everything downstream, NaN.
+    """
+    agg = _agg(aggregates, vid)
+    in_edges = topology.inputs(vid)
+    if not in_edges:
+        return target_data_rate(agg.records_in_rate, agg.lag_rate), catch_up_rate(agg.lag_latest, catch_up_s)
+    rate, catching_up = 0.0, 0.0
+    for upstream in _distinct(e.source for e in in_edges):
+        ratio = edge_output_ratio(
+            _agg(aggregates, upstream).records_in_rate,
+            edge_data_rate(topology, aggregates, upstream, vid),
+        )
+        rate += tdr[upstream] * ratio
+        catching_up += catch_up[upstream] * ratio
+    return rate, catching_up
+
+
+@dataclass(frozen=True, slots=True)
+class _Propagated:
+    """Per vertex evaluated so far, the rates its outputs inherit (after the custom evaluators)."""
+
+    target_data_rate: dict[VertexId, float]
+    catch_up_data_rate: dict[VertexId, float]
+
+
+@dataclass(frozen=True, slots=True)
+class _JobTerms:
+    """The job-wide terms of every vertex's thresholds."""
+
     processing_backlog: bool
     restart_s: float
 
 
-def _evaluate_vertex(
+def _builtin_metrics(
     sample: JobSample,
     vid: VertexId,
     agg: VertexAggregates,
-    demand: _Demand,
+    rates: ProcessingRates,
+    propagated: _Propagated,
+    aggregates: Mapping[VertexId, VertexAggregates],
     options: AutoscalerOptions,
-    past: Sequence[VertexScaling],
-) -> VertexEvaluation:
-    """One vertex: TPR, thresholds and the recommendation, then the history-dependent rules."""
-    info = sample.topology.vertices[vid]
-    rates = processing_rates(agg, options, info.parallelism)
+    catch_up_s: float,
+) -> VertexMetrics:
+    """The built-in metrics of one vertex; its inputs' final (merged) rates feed the propagation.
+
+    Busy-time-only mode reports the vertex's own input rate as its TDR and no catch-up (§9).
+    """
+    topology = sample.topology
+    info = topology.vertices[vid]
     tpr = true_processing_rate(
         rates.busy_ms_per_s,
         rates.input_rate,
         agg.observed_tpr_avg(options.observed_tpr_min_observations),
         options.observed_tpr_switch_threshold,
     )
+    if options.busy_time_only_enabled:
+        tdr, catch_up = rates.input_rate, 0.0
+    else:
+        tdr, catch_up = incoming_rates(
+            topology,
+            aggregates,
+            vid,
+            propagated.target_data_rate,
+            propagated.catch_up_data_rate,
+            catch_up_s,
+        )
+    return VertexMetrics(
+        vertex=vid,
+        parallelism=info.parallelism,
+        max_parallelism=info.max_parallelism,
+        is_source=topology.is_source(vid),
+        load=rates.load,
+        true_processing_rate=tpr,
+        target_data_rate=tdr,
+        catch_up_data_rate=catch_up,
+        lag=agg.lag_latest,
+    )
+
+
+def _recommend(
+    sample: JobSample,
+    metrics: VertexMetrics,
+    from_counters: bool,
+    terms: _JobTerms,
+    options: AutoscalerOptions,
+    past: Sequence[VertexScaling],
+) -> VertexEvaluation:
+    """One vertex's thresholds and recommendation from its (merged) metrics, then the history rules."""
+    vid = metrics.vertex
+    tpr, tdr, catch_up = metrics.true_processing_rate, metrics.target_data_rate, metrics.catch_up_data_rate
     alpha = scalability_coefficient(past, options) if options.observed_scalability_enabled else 1.0
     placement: dict[str, Any] = {
-        "parallelism": info.parallelism,
-        "max_parallelism": info.max_parallelism,
+        "parallelism": metrics.parallelism,
+        "max_parallelism": metrics.max_parallelism,
         "options": options,
         "num_source_partitions": sample.num_source_partitions.get(vid, 0),
         "input_ship_strategies": [e.ship_strategy for e in sample.topology.inputs(vid)],
         "scalability_coefficient": alpha,
     }
     if options.busy_time_only_enabled:
-        tdr, catch_up = rates.input_rate, 0.0
-        scale_up, scale_down = busy_time_thresholds(rates.input_rate, demand.processing_backlog, options)
+        scale_up, scale_down = busy_time_thresholds(tdr, terms.processing_backlog, options)
         rec = compute_busy_time_parallelism(
-            load=rates.load,
+            load=metrics.load,
             true_processing_rate=tpr,
-            band=busy_time_bounds(demand.processing_backlog, options),
+            band=busy_time_bounds(terms.processing_backlog, options),
             **placement,
         )
     else:
-        tdr, catch_up = demand.target_data_rate, demand.catch_up_data_rate
         scale_up, scale_down = thresholds(
             target_data_rate=tdr,
             catch_up_data_rate=catch_up,
-            processing_backlog=demand.processing_backlog,
+            processing_backlog=terms.processing_backlog,
             options=options,
-            restart_s=demand.restart_s,
+            restart_s=terms.restart_s,
         )
         target_capacity = capacity(
             options.utilization_target,
             target_data_rate=tdr,
             catch_up_data_rate=catch_up,
             with_restart=True,
-            restart_s=demand.restart_s,
+            restart_s=terms.restart_s,
             catch_up_s=whole_seconds(options.catch_up_duration),
         )
         rec = compute_target_parallelism(
@@ -521,13 +683,14 @@ def _evaluate_vertex(
             scale_down_threshold=scale_down,
             **placement,
         )
+    current = metrics.parallelism
     unknown = math.isnan(tpr) or math.isnan(tdr)
     ineffective = (
         not unknown
-        and rec.parallelism > info.parallelism
+        and rec.parallelism > current
         and is_ineffective_scale_up(
             past[-1] if past else None,
-            parallelism=info.parallelism,
+            parallelism=current,
             true_processing_rate=tpr,
             threshold=options.scaling_effectiveness_threshold,
         )
@@ -535,20 +698,20 @@ def _evaluate_vertex(
     blocked = ineffective and options.scaling_effectiveness_detection_enabled
     return VertexEvaluation(
         vertex=vid,
-        parallelism=info.parallelism,
-        max_parallelism=info.max_parallelism,
-        load=rates.load,
+        parallelism=current,
+        max_parallelism=metrics.max_parallelism,
+        load=metrics.load,
         true_processing_rate=tpr,
         target_data_rate=tdr,
         catch_up_data_rate=catch_up,
-        lag=agg.lag_latest,
+        lag=metrics.lag,
         scale_up_threshold=scale_up,
         scale_down_threshold=scale_down,
-        target_parallelism=info.parallelism if unknown or blocked else rec.parallelism,
+        target_parallelism=current if unknown or blocked else rec.parallelism,
         expected_processing_rate=tpr if blocked else rec.expected_processing_rate,
         outside_band=False if unknown else rec.outside_band,
         ineffective_scale_up=ineffective,
-        rates_from_counters=rates.from_counters,
+        rates_from_counters=from_counters,
         scalability_coefficient=alpha,
     )
 

@@ -2,10 +2,16 @@
 
 Split of work (see ``/work/shared/reference/spark.md`` §3 and §6): Spark keeps the metric window and
 reduces it to ONE ROW PER VERTEX; the driver does the graph propagation and the parallelism arithmetic
-(:func:`autoscaler.evaluate.formulas.evaluate_vertices`). Each tick appends only the new samples to the
-window held in Spark, drops what left the window with a broadcast semi-join against a tiny
-``(job_key, epoch, start_ms)`` frame, and cuts the lineage with ``localCheckpoint`` so a loop that runs
-for months never grows its plan.
+(:func:`autoscaler.evaluate.formulas.evaluate_graph`, custom evaluators included). Each tick appends only
+the new samples to the window held in Spark, drops what left the window with a broadcast semi-join
+against a tiny ``(job_key, epoch, start_ms)`` frame, and cuts the lineage with ``localCheckpoint`` so a
+loop that runs for months never grows its plan.
+
+Custom metrics (declared by plugins, :mod:`autoscaler.plugins.metrics`) live beside the window in a
+long frame ``(job_key, epoch, scope, name, ts_ms, value)``: one row per measured value, so any number of
+names costs no schema change. It goes through the same append/drop cycle with the same keep frame, and
+its aggregation is unioned into the standard one, so a tick is still ONE aggregation query for every
+job. Jobs without custom metrics cost nothing: the frame exists only while it holds rows.
 """
 
 from __future__ import annotations
@@ -15,23 +21,27 @@ import math
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from autoscaler.evaluate.custom import ConfiguredEvaluator, unavailable
 from autoscaler.evaluate.formulas import (
     AverageParts,
+    CustomAggregate,
     RatePoints,
     VertexAggregates,
-    evaluate_vertices,
+    evaluate_graph,
     get_average,
     get_rate,
 )
 from autoscaler.evaluate.history import restart_time_s as restart_time_from_history
 from autoscaler.evaluate.window import WindowBook, WindowStatus
 from autoscaler.model import JobEvaluation, JobSample, VertexEvaluation, VertexId, VertexSample
+from autoscaler.plugins.metrics import JOB_SCOPE
+from autoscaler.reasons import Reason
 from autoscaler.settings import SparkSettings
 from autoscaler.state import ScalingRecord
 
@@ -39,14 +49,21 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
+    "CUSTOM_COLUMNS",
+    "CUSTOM_DDL",
     "ROW_COLUMNS",
     "ROW_DDL",
+    "CustomAggregates",
     "SparkEvaluator",
     "aggregate_frame",
     "collect_aggregates",
+    "collect_tick_aggregates",
     "create_spark_session",
+    "custom_aggregate_frame",
+    "custom_rows_frame",
     "rows_frame",
     "session_conf",
+    "windowed_custom_metrics",
 ]
 
 # VertexSample field -> column name in the window frame.
@@ -66,6 +83,9 @@ ROW_COLUMNS = (*KEY_COLUMNS, *SAMPLE_COLUMNS.values())
 ROW_DDL = "job_key string, epoch bigint, vertex_id string, ts_ms bigint, " + ", ".join(
     f"{c} double" for c in SAMPLE_COLUMNS.values()
 )
+# Custom metrics, long format: scope is the vertex id, or "" for job-level (TaskManager, external) ones.
+CUSTOM_COLUMNS = ("job_key", "epoch", "scope", "name", "ts_ms", "value")
+CUSTOM_DDL = "job_key string, epoch bigint, scope string, name string, ts_ms bigint, value double"
 _KEEP_DDL = "job_key string, epoch bigint, start_ms bigint"
 _STATIC_CONF = ("spark.ui.", "spark.default.parallelism", "spark.driver.", "spark.executor.")
 
@@ -148,6 +168,24 @@ def rows_frame(rows: Iterable[tuple[str, int, VertexId, int, VertexSample]]) -> 
     )
 
 
+CustomRow = tuple[str, int, str, str, int, float]  # (job_key, epoch, scope, name, ts_ms, value)
+
+
+def custom_rows_frame(rows: Iterable[CustomRow]) -> pd.DataFrame:
+    """Custom-metric rows ``(job_key, epoch, scope, name, ts_ms, value)`` as a pandas frame for Arrow."""
+    frame = pd.DataFrame(list(rows), columns=list(CUSTOM_COLUMNS))
+    return frame.astype({"epoch": "int64", "ts_ms": "int64", "value": "float64"})
+
+
+def _custom_rows(job_key: str, epoch: int, sample: JobSample) -> Iterable[CustomRow]:
+    """A sample's measured custom values; NaN (not measured) adds nothing to either aggregate, so no row."""
+    scoped = [*sample.custom_vertex_metrics.items(), (JOB_SCOPE, sample.custom_job_metrics)]
+    for scope, values in scoped:
+        for name, value in values.items():
+            if not math.isnan(value):
+                yield job_key, epoch, scope, name, sample.ts_ms, float(value)
+
+
 def _to_spark(spark: SparkSession, frame: pd.DataFrame, ddl: str) -> DataFrame:
     if frame.empty:  # Arrow needs at least a schema; an empty list is the cheap way
         return spark.createDataFrame([], ddl)
@@ -199,6 +237,21 @@ AGGREGATES: tuple[str, ...] = (
 )
 
 
+_CUSTOM_VALUE = _value("value")
+CUSTOM_AGGREGATES: tuple[str, ...] = (
+    f"count({_CUSTOM_VALUE}) AS cm_points",
+    f"max_by({_CUSTOM_VALUE}, CASE WHEN {_CUSTOM_VALUE} IS NOT NULL THEN ts_ms END) AS cm_current",
+    *_average_aggs(_CUSTOM_VALUE, "cm"),
+)
+
+
+def custom_aggregate_frame(custom: DataFrame) -> DataFrame:
+    """ONE ROW PER (job_key, scope, name): the latest value and the getAverage parts."""
+    from pyspark.sql import functions as F
+
+    return custom.groupBy("job_key", "scope", "name").agg(*(F.expr(a) for a in CUSTOM_AGGREGATES))
+
+
 def aggregate_frame(window: DataFrame) -> DataFrame:
     """ONE ROW PER (job_key, vertex_id): the parts of every window aggregate the formulas need."""
     from pyspark.sql import functions as F
@@ -248,18 +301,63 @@ def _aggregates(row: Mapping[str, Any]) -> VertexAggregates:
 
 
 def collect_aggregates(window: DataFrame) -> dict[str, dict[VertexId, VertexAggregates]]:
-    """Run :func:`aggregate_frame` and bring the per-vertex rows to the driver through Arrow.
+    """Run :func:`aggregate_frame` and bring the per-vertex rows to the driver through Arrow."""
+    return _split(aggregate_frame(window).toPandas())[0]
+
+
+# job key -> scope -> name -> the metric's window
+CustomAggregates = dict[str, dict[str, dict[str, CustomAggregate]]]
+
+
+def collect_tick_aggregates(
+    window: DataFrame | None, custom: DataFrame | None
+) -> tuple[dict[str, dict[VertexId, VertexAggregates]], CustomAggregates]:
+    """Both aggregations of a tick in ONE Spark query: the custom rows are unioned into the standard ones.
+
+    The two kinds of rows are told apart by ``name``, which only custom rows have.
+    """
+    candidates = (_maybe(window, aggregate_frame), _maybe(custom, custom_aggregate_frame))
+    frames = [f for f in candidates if f is not None]
+    if not frames:
+        return {}, {}
+    frame = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1], allowMissingColumns=True)
+    return _split(frame.toPandas())
+
+
+def _maybe(frame: DataFrame | None, aggregate: Callable[[DataFrame], DataFrame]) -> DataFrame | None:
+    return None if frame is None else aggregate(frame)
+
+
+def _split(frame: pd.DataFrame) -> tuple[dict[str, dict[VertexId, VertexAggregates]], CustomAggregates]:
+    """Collected rows -> per-vertex aggregates and custom aggregates.
 
     Columns become plain Python lists first (``tolist``): per-cell pandas access would cost more than
     the Spark query for a thousand vertices.
     """
-    frame = aggregate_frame(window).toPandas()
     columns = {name: frame[name].tolist() for name in frame.columns}
-    out: dict[str, dict[VertexId, VertexAggregates]] = {}
+    standard: dict[str, dict[VertexId, VertexAggregates]] = {}
+    custom: CustomAggregates = {}
     for i in range(len(frame)):
         row = {name: values[i] for name, values in columns.items()}
-        out.setdefault(str(row["job_key"]), {})[str(row["vertex_id"])] = _aggregates(row)
-    return out
+        job_key = str(row["job_key"])
+        if _is_null(row.get("name")):
+            standard.setdefault(job_key, {})[str(row["vertex_id"])] = _aggregates(row)
+        else:
+            scope = custom.setdefault(job_key, {}).setdefault(str(row["scope"]), {})
+            scope[str(row["name"])] = _custom_aggregate(row)
+    return standard, custom
+
+
+def _is_null(x: Any) -> bool:
+    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
+
+
+def _custom_aggregate(row: Mapping[str, Any]) -> CustomAggregate:
+    return CustomAggregate(
+        points=int(row["cm_points"]),
+        current=_num(row["cm_current"]),
+        average=get_average(_parts(row, "cm")),
+    )
 
 
 def _release(frame: DataFrame | None) -> None:
@@ -295,17 +393,22 @@ class SparkEvaluator:
         self._partitions = partitions or max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or "4"))
         self._book = WindowBook()
         self._window: DataFrame | None = None
+        self._custom: DataFrame | None = None  # custom-metric rows; None while there are none
         self._rows_by_job: dict[str, int] = {}
+        self._custom_rows_by_job: dict[str, int] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
     def warm_up(self) -> None:
-        """Run the tick's Spark operations once on two throwaway rows (JIT, codegen, Arrow, workers)."""
+        """Run the tick's Spark operations once on throwaway rows (JIT, codegen, Arrow, workers)."""
         rows = rows_frame([("warm-up", 0, "v", 0, VertexSample()), ("warm-up", 0, "v", 1, VertexSample())])
+        custom = custom_rows_frame([("warm-up", 0, "v", "m", 0, 1.0)])
         keep = pd.DataFrame({"job_key": ["warm-up"], "epoch": [0], "start_ms": [0]})
         frame = self._materialize(None, rows, keep)
+        custom_frame = self._materialize(None, custom, keep, CUSTOM_DDL)
         if frame is not None:
-            collect_aggregates(frame)
-            _release(frame)
+            collect_tick_aggregates(frame, custom_frame)
+        _release(frame)
+        _release(custom_frame)
 
     def forget(self, job_keys: Iterable[str]) -> None:
         """Drop jobs (stopped or removed); their rows leave Spark at the next tick."""
@@ -313,10 +416,15 @@ class SparkEvaluator:
         self._book.forget(keys)
         for key in keys:
             self._rows_by_job.pop(key, None)
+            self._custom_rows_by_job.pop(key, None)
 
     def window_size(self) -> int:
         """Rows retained in Spark as of the last tick, minus forgotten jobs."""
         return sum(self._rows_by_job.values())
+
+    def custom_window_size(self) -> int:
+        """Custom-metric rows (one per measured value) retained as of the last tick, minus forgotten jobs."""
+        return sum(self._custom_rows_by_job.values())
 
     # -- the tick ------------------------------------------------------------------------------
     def evaluate(
@@ -326,6 +434,7 @@ class SparkEvaluator:
         *,
         restart_times_s: Mapping[str, float] | None = None,
         history: Mapping[str, Sequence[ScalingRecord]] | None = None,
+        evaluators: Mapping[str, Sequence[ConfiguredEvaluator]] | None = None,
     ) -> dict[str, JobEvaluation]:
         """Append this tick's samples, slide every window, aggregate all jobs at once, evaluate each job.
 
@@ -333,16 +442,22 @@ class SparkEvaluator:
         ineffective scale-up detection and the observed scalability coefficient. ``restart_times_s`` (by
         job key) overrides the restart time; without it a job's restart time comes from its history
         (:func:`autoscaler.evaluate.history.restart_time_s`), i.e. ``restart.time`` unless tracked.
+        ``evaluators`` (by job key) are the job's custom evaluators with their config, in order
+        (:class:`autoscaler.plugins.evaluators.EvaluatorInstances`); a job whose list holds an
+        :class:`~autoscaler.evaluate.custom.UnavailableEvaluator` is not evaluated (``PluginFailed``).
         If Spark fails, the window bookkeeping rolls back so the next tick starts from the rows Spark has.
         """
         saved = self._book.copy()
         ticks = self._observe(samples, now_ms)
         keep = self._book.retain(now_ms, present=ticks)
+        kept = [(key, t) for key, t in ticks.items() if t.status.kept]
         rows = rows_frame(
             (key, t.status.epoch, vid, t.sample.ts_ms, t.sample.vertices[vid])
-            for key, t in ticks.items()
-            if t.status.kept
+            for key, t in kept
             for vid in t.sample.topology.vertices
+        )
+        custom_rows = custom_rows_frame(
+            row for key, t in kept for row in _custom_rows(key, t.status.epoch, t.sample)
         )
         keep_frame = pd.DataFrame(
             {
@@ -351,21 +466,46 @@ class SparkEvaluator:
                 "start_ms": [start for _, start in keep.values()],
             }
         )
-        previous = self._window
+        previous, previous_custom = self._window, self._custom
+        window: DataFrame | None = None
         try:
-            self._window = self._materialize(previous, rows, keep_frame)
+            window = self._materialize(previous, rows, keep_frame)
+            custom = (
+                self._materialize(previous_custom, custom_rows, keep_frame, CUSTOM_DDL)
+                if previous_custom is not None or not custom_rows.empty
+                else None
+            )
         except BaseException:
             self._book = saved
+            if window is not previous:
+                _release(window)
             raise
+        self._window, self._custom = window, custom
         _release(previous)
-        aggregates = collect_aggregates(self._window) if self._window is not None else {}
+        _release(previous_custom)
+        aggregates, custom_aggregates = collect_tick_aggregates(self._window, self._custom)
         self._rows_by_job = {
             key: sum(a.samples for a in per_vertex.values()) for key, per_vertex in aggregates.items()
         }
+        self._custom_rows_by_job = {
+            key: sum(m.points for per_scope in scopes.values() for m in per_scope.values())
+            for key, scopes in custom_aggregates.items()
+        }
+        if self._custom is not None and not self._custom_rows_by_job:
+            _release(self._custom)  # every custom row left the window: back to the no-cost path
+            self._custom = None
         restart = restart_times_s or {}
         past = history or {}
+        configured = evaluators or {}
         return {
-            key: _job_evaluation(t, aggregates.get(key, {}), restart.get(key), past.get(key, ()))
+            key: _job_evaluation(
+                t,
+                aggregates.get(key, {}),
+                custom_aggregates.get(key, {}),
+                restart.get(key),
+                past.get(key, ()),
+                configured.get(key, ()),
+            )
             for key, t in ticks.items()
         }
 
@@ -383,7 +523,7 @@ class SparkEvaluator:
         return ticks
 
     def _materialize(
-        self, previous: DataFrame | None, rows: pd.DataFrame, keep: pd.DataFrame
+        self, previous: DataFrame | None, rows: pd.DataFrame, keep: pd.DataFrame, ddl: str = ROW_DDL
     ) -> DataFrame | None:
         """previous + new rows, semi-joined with ``keep`` on (job, epoch, ts >= start), checkpointed."""
         from pyspark.sql import functions as F
@@ -392,7 +532,7 @@ class SparkEvaluator:
             return None
         frame = previous
         if not rows.empty:
-            new = _to_spark(self._spark, rows, ROW_DDL)
+            new = _to_spark(self._spark, rows, ddl)
             frame = new if frame is None else frame.unionByName(new)
         if frame is None:
             return None
@@ -409,24 +549,64 @@ class SparkEvaluator:
 def _job_evaluation(
     tick: _Tick,
     aggregates: Mapping[VertexId, VertexAggregates],
+    custom: Mapping[str, Mapping[str, CustomAggregate]],
     restart_time_s: float | None,
     history: Sequence[ScalingRecord],
+    evaluators: Sequence[ConfiguredEvaluator],
 ) -> JobEvaluation:
-    """Evaluate upfront whenever the window holds rows; ``not_ready`` says whether it may drive a decision."""
+    """Evaluate upfront whenever the window holds rows; ``not_ready`` says whether it may drive a decision.
+
+    A configured custom evaluator that is not installed makes the job ``PluginFailed`` with no vertex
+    evaluated: scaling it without an evaluator its operator relies on would be a silent misjudgement.
+    """
     sample, status = tick.sample, tick.status
     options = sample.target.options
     restart_s = restart_time_s if restart_time_s is not None else restart_time_from_history(history, options)
+    custom_metrics = windowed_custom_metrics(sample, custom)
+    missing = unavailable(evaluators)
     vertices: dict[VertexId, VertexEvaluation] = {}
     backlog = False
-    evaluated = bool(aggregates) and not status.stabilizing
+    failures: tuple[str, ...] = ()
+    evaluated = bool(aggregates) and not status.stabilizing and not missing
     if evaluated:
-        vertices, backlog = evaluate_vertices(sample, aggregates, options, restart_s, history)
+        graph = evaluate_graph(
+            sample,
+            aggregates,
+            options,
+            restart_s,
+            history,
+            evaluators=evaluators,
+            custom_metrics=custom_metrics,
+        )
+        vertices, backlog, failures = graph.vertices, graph.processing_backlog, graph.evaluator_failures
     return JobEvaluation(
         sample=sample,
         vertices=vertices,
         processing_backlog=backlog,
         window_samples=max((a.samples for a in aggregates.values()), default=0),
         window_full=status.full,
-        not_ready=status.not_ready,
+        not_ready=Reason.PLUGIN_FAILED if missing else status.not_ready,
         restart_time_s=restart_s if evaluated else math.nan,
+        custom_metrics=custom_metrics,
+        not_ready_detail="; ".join(missing),
+        evaluator_failures=failures,
     )
+
+
+def windowed_custom_metrics(
+    sample: JobSample, custom: Mapping[str, Mapping[str, CustomAggregate]]
+) -> dict[str, dict[str, tuple[float, float]]]:
+    """scope -> name -> (current, average): the window's aggregates, and this tick's declared names.
+
+    A name declared this tick but never measured in the window is there as (NaN, NaN), so a plugin can
+    tell "declared, unknown" from a typo only by its spelling, never by a KeyError.
+    """
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    declared = [*sample.custom_vertex_metrics.items(), (JOB_SCOPE, sample.custom_job_metrics)]
+    for scope, names in declared:
+        for name in names:
+            out.setdefault(scope, {})[name] = (math.nan, math.nan)
+    for scope, per_name in custom.items():
+        for name, agg in per_name.items():
+            out.setdefault(scope, {})[name] = agg.pair
+    return out

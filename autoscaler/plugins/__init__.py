@@ -1,8 +1,28 @@
-"""Executor plugins: approve, modify or veto a scaling decision before it is applied."""
+"""Plugins: executor plugins approve, modify or veto a scaling decision before it is applied; metric
+providers declare extra metrics to collect; custom evaluators (``autoscaler.plugins.evaluators``) are
+resolved per job like executor plugins."""
 
 from __future__ import annotations
 
 from autoscaler.plugins.api import PluginContext, ScalingExecutorPlugin
 from autoscaler.plugins.chain import ChainResult, PluginOutcome, run_chain
+from autoscaler.plugins.metrics import (
+    JOB_SCOPE,
+    ConfiguredProvider,
+    CustomMetricProvider,
+    ExternalMetricsContext,
+    metric_providers,
+)
 
-__all__ = ["ChainResult", "PluginContext", "PluginOutcome", "ScalingExecutorPlugin", "run_chain"]
+__all__ = [
+    "JOB_SCOPE",
+    "ChainResult",
+    "ConfiguredProvider",
+    "CustomMetricProvider",
+    "ExternalMetricsContext",
+    "PluginContext",
+    "PluginOutcome",
+    "ScalingExecutorPlugin",
+    "metric_providers",
+    "run_chain",
+]

@@ -16,7 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autoscaler.evaluate import SparkEvaluator, aggregate_window, evaluate_vertices
+from autoscaler.evaluate import SparkEvaluator, aggregate_window
+from autoscaler.evaluate.custom import ConfiguredEvaluator, unavailable
+from autoscaler.evaluate.formulas import aggregate_custom_window, evaluate_graph
 from autoscaler.evaluate.history import restart_time_s
 from autoscaler.evaluate.spark import ROW_DDL, collect_aggregates, rows_frame, session_conf
 from autoscaler.evaluate.window import WindowBook
@@ -100,6 +102,26 @@ def close(actual: Any, expected: Any) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------- oracle path
+def oracle_custom_metrics(
+    sample: JobSample, window: Sequence[JobSample]
+) -> dict[str, dict[str, tuple[float, float]]]:
+    """Custom metrics the plain-Python way: this tick's declared names, then every series measured at
+    least once in the window aggregated by ``aggregate_custom_window``."""
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for scope, names in [*sample.custom_vertex_metrics.items(), ("", sample.custom_job_metrics)]:
+        for name in names:
+            out.setdefault(scope, {})[name] = (NAN, NAN)
+    series: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for s in window:
+        for scope, values in [*s.custom_vertex_metrics.items(), ("", s.custom_job_metrics)]:
+            for name, value in values.items():
+                series.setdefault((scope, name), []).append((s.ts_ms, value))
+    for (scope, name), points in series.items():
+        if any(not math.isnan(v) for _, v in points):
+            out.setdefault(scope, {})[name] = aggregate_custom_window(points).pair
+    return out
+
+
 class PythonEvaluator:
     """The oracle path of ``SparkEvaluator``: the same window bookkeeping, aggregation in plain Python."""
 
@@ -113,6 +135,7 @@ class PythonEvaluator:
         now_ms: int,
         *,
         history: Mapping[str, Sequence[ScalingRecord]] | None = None,
+        evaluators: Mapping[str, Sequence[ConfiguredEvaluator]] | None = None,
     ) -> dict[str, JobEvaluation]:
         statuses = {}
         for s in samples:
@@ -136,19 +159,39 @@ class PythonEvaluator:
             }
             vertices: dict[str, VertexEvaluation] = {}
             backlog = False
+            failures: tuple[str, ...] = ()
             past = (history or {}).get(key, ())
             restart_s = restart_time_s(past, sample.target.options)
-            evaluated = bool(rows) and not status.stabilizing
+            custom = oracle_custom_metrics(sample, [s for _, s in rows])
+            configured = (evaluators or {}).get(key, ())
+            missing = unavailable(configured)
+            evaluated = bool(rows) and not status.stabilizing and not missing
             if evaluated:
-                vertices, backlog = evaluate_vertices(sample, aggs, sample.target.options, restart_s, past)
+                graph = evaluate_graph(
+                    sample,
+                    aggs,
+                    sample.target.options,
+                    restart_s,
+                    past,
+                    evaluators=configured,
+                    custom_metrics=custom,
+                )
+                vertices, backlog, failures = (
+                    graph.vertices,
+                    graph.processing_backlog,
+                    graph.evaluator_failures,
+                )
             out[key] = JobEvaluation(
                 sample,
                 vertices,
                 backlog,
                 len(rows),
                 status.full,
-                status.not_ready,
+                Reason.PLUGIN_FAILED if missing else status.not_ready,
                 restart_s if evaluated else NAN,
+                custom_metrics=custom,
+                not_ready_detail="; ".join(missing),
+                evaluator_failures=failures,
             )
         return out
 
@@ -160,6 +203,33 @@ class PythonEvaluator:
 
     def window_size(self) -> int:
         return sum(len(rows) * len(rows[0][1].topology.vertices) for rows in self.rows.values() if rows)
+
+    def custom_window_size(self) -> int:
+        """Measured custom values in the window (Spark keeps one row per value, none for NaN)."""
+        return sum(
+            1
+            for rows in self.rows.values()
+            for _, s in rows
+            for values in [*s.custom_vertex_metrics.values(), s.custom_job_metrics]
+            for v in values.values()
+            if not math.isnan(v)
+        )
+
+
+def assert_same_custom(
+    ours: Mapping[str, Mapping[str, tuple[float, float]]],
+    theirs: Mapping[str, Mapping[str, tuple[float, float]]],
+    key: str,
+) -> None:
+    """Same scopes and names; (current, average) within rel 1e-9, NaN == NaN."""
+    assert {s: set(m) for s, m in ours.items()} == {s: set(m) for s, m in theirs.items()}, key
+    for scope, per_name in ours.items():
+        for name, pair in per_name.items():
+            assert list(pair) == pytest.approx(list(theirs[scope][name]), rel=1e-9, nan_ok=True), (
+                key,
+                scope,
+                name,
+            )
 
 
 def assert_same(spark_evs: Mapping[str, JobEvaluation], oracle_evs: Mapping[str, JobEvaluation]) -> None:
@@ -173,6 +243,11 @@ def assert_same(spark_evs: Mapping[str, JobEvaluation], oracle_evs: Mapping[str,
             theirs.processing_backlog,
         ), key
         assert ours.restart_time_s == pytest.approx(theirs.restart_time_s, nan_ok=True), key
+        assert (ours.not_ready_detail, ours.evaluator_failures) == (
+            theirs.not_ready_detail,
+            theirs.evaluator_failures,
+        ), key
+        assert_same_custom(ours.custom_metrics, theirs.custom_metrics, key)
         assert ours.vertices.keys() == theirs.vertices.keys(), key
         for vid, ev in ours.vertices.items():
             assert close(ev, theirs.vertices[vid]), (key, vid, ev, theirs.vertices[vid])
