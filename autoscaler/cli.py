@@ -1,16 +1,20 @@
-"""Command line: ``flink-autoscaler run | demo | simulate | check-config``.
+"""Command line: ``flink-autoscaler run | status | explain | demo | simulate | plugins | check-config``.
 
-``main(argv)`` parses the list it is given, so tests never touch sys.argv.
+``main(argv)`` parses the list it is given, so tests never touch sys.argv. ``status`` and ``explain``
+read what a running daemon wrote (``run --decisions-dir``), so they work beside it, in another process.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -18,9 +22,17 @@ from autoscaler import __version__
 from autoscaler.logs import configure_logging
 from autoscaler.settings import ConfigError, Settings
 
+if TYPE_CHECKING:
+    from autoscaler.daemon import Daemon
+    from autoscaler.decision_store import DecisionReader
+    from autoscaler.metrics import MetricsReporter
+    from autoscaler.plugins.loader import PluginRegistry
+
 __all__ = ["main"]
 
 log = structlog.get_logger(__name__)
+
+DECISIONS_DIR_ENV = "FLINK_AUTOSCALER_DECISIONS_DIR"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -49,7 +61,17 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--config", "-c", type=Path, help="YAML config file (env FLINK_AUTOSCALER_* wins over it)"
     )
+    _decisions_dir_option(run, "write each job's last decision there, for status and explain")
     run.set_defaults(func=_cmd_run)
+
+    status = sub.add_parser("status", help="jobs and vertices as the running daemon last saw them")
+    _reader_options(status)
+    status.set_defaults(func=_cmd_status)
+
+    why = sub.add_parser("explain", help="why the last decision for a job was what it was")
+    why.add_argument("job", help="job key (cluster/name), job name, or JobID")
+    _reader_options(why)
+    why.set_defaults(func=_cmd_explain)
 
     demo = sub.add_parser(
         "demo", help="run the daemon against a simulated cluster whose load steps up, then down"
@@ -79,30 +101,92 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _decisions_dir_option(parser: argparse.ArgumentParser, text: str) -> None:
+    parser.add_argument(
+        "--decisions-dir",
+        type=Path,
+        default=None,
+        help=f"{text} (default: the decisions_dir setting, also ${DECISIONS_DIR_ENV})",
+    )
+
+
+def _reader_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", "-c", type=Path, help="the daemon's config file (for state_url)")
+    _decisions_dir_option(parser, "where the daemon writes its decisions (run --decisions-dir)")
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     settings = Settings.load(args.config)
     configure_logging(settings.log_format, settings.log_level)
     if not settings.clusters:
         raise ConfigError("no clusters configured: add a 'clusters:' list to the config file")
-    return asyncio.run(_run(settings))
+    return asyncio.run(_run(settings, args.decisions_dir or settings.decisions_dir))
 
 
-async def _run(settings: Settings) -> int:
-    from autoscaler.daemon import Daemon
-    from autoscaler.evaluate.spark import SparkEvaluator, create_spark_session
-    from autoscaler.metrics import MetricsReporter, serve_metrics
-    from autoscaler.plugins.configured import PluginInstances
+async def _run(settings: Settings, decisions_dir: Path | None = None) -> int:
+    from autoscaler.health import Health, serve_http
+    from autoscaler.metrics import MetricsReporter
+    from autoscaler.plugins.evaluators import discover_evaluators
     from autoscaler.plugins.loader import discover_plugins
 
     registry, _ = discover_plugins(settings.plugins_dir)
     log.info("executor_plugins", discovered=[f"{p.name} ({p.class_path}, {p.origin})" for p in registry])
+    evaluators, _ = discover_evaluators(settings.plugins_dir)
+    log.info("custom_evaluators", discovered=[f"{p.name} ({p.class_path}, {p.origin})" for p in evaluators])
 
-    spark = await asyncio.to_thread(create_spark_session, settings.spark)
-    evaluator = SparkEvaluator(spark)
-    await asyncio.to_thread(evaluator.warm_up)
-    metrics = MetricsReporter()
-    server = serve_metrics(settings.metrics_address, metrics.registry) if settings.metrics_address else None
-    daemon = Daemon(settings, evaluator=evaluator, metrics=metrics, plugins=PluginInstances(registry))
+    # Served before Spark starts: /healthz answers at once, /readyz says "starting" until the first tick.
+    health = Health(settings.control_loop_interval.total_seconds())
+    metrics = MetricsReporter(health=health)
+    address = settings.metrics_address
+    server = serve_http(address, metrics.registry, health) if address else None
+    try:
+        return await _serve(settings, registry, evaluators, metrics, decisions_dir)
+    finally:
+        if server is not None:
+            server.shutdown()
+
+
+async def _serve(
+    settings: Settings,
+    registry: PluginRegistry,
+    evaluators: PluginRegistry,
+    metrics: MetricsReporter,
+    decisions_dir: Path | None,
+) -> int:
+    """Spark up, then the daemon until SIGTERM or SIGINT."""
+    from autoscaler.daemon import Daemon
+    from autoscaler.decision_store import JsonDecisionDir, outcome_recorder
+    from autoscaler.evaluate.spark import SparkEvaluator, create_spark_session
+    from autoscaler.plugins.configured import PluginInstances
+    from autoscaler.plugins.evaluators import EvaluatorInstances
+    from autoscaler.state import open_stores
+
+    stores = await asyncio.to_thread(open_stores, settings.state_url)  # migrates the schema
+    try:
+        spark = await asyncio.to_thread(create_spark_session, settings.spark)
+        try:
+            evaluator = SparkEvaluator(spark)
+            await asyncio.to_thread(evaluator.warm_up)
+            metrics.report_spark(True)
+            daemon = Daemon(
+                settings,
+                evaluator=evaluator,
+                metrics=metrics,
+                plugins=PluginInstances(registry),
+                evaluators=EvaluatorInstances(evaluators),
+                state=stores.state,
+                events=stores.events,
+                on_outcome=outcome_recorder(JsonDecisionDir(decisions_dir)) if decisions_dir else None,
+            )
+            await _until_stopped(daemon)
+        finally:
+            spark.stop()
+    finally:
+        stores.close()
+    return 0
+
+
+async def _until_stopped(daemon: Daemon) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -111,9 +195,76 @@ async def _run(settings: Settings) -> int:
         await daemon.serve(stop)
     finally:
         await daemon.aclose()
-        if server is not None:
-            server.shutdown()
-        spark.stop()
+
+
+@contextlib.contextmanager
+def _reader(args: argparse.Namespace) -> Iterator[DecisionReader]:
+    """Decisions from the directory, states and events from the daemon's state database (read-only)."""
+    from autoscaler.decision_store import open_reader
+
+    settings = Settings.load(args.config)
+    decisions_dir = args.decisions_dir or settings.decisions_dir
+    if decisions_dir is None:
+        raise ConfigError(
+            f"no decisions directory: pass --decisions-dir or set decisions_dir (${DECISIONS_DIR_ENV}) "
+            "to the directory the daemon writes"
+        )
+    if not Path(decisions_dir).is_dir():
+        raise ConfigError(f"no decisions at {decisions_dir}: has the daemon run with this config?")
+    with _warnings_only():
+        reader, notes, close = open_reader(settings.state_url, decisions_dir)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+        try:
+            yield reader
+        finally:
+            close()
+
+
+@contextlib.contextmanager
+def _warnings_only() -> Iterator[None]:
+    """status and explain print a table to stdout: library logs go to stderr, warnings only.
+
+    The previous configuration comes back afterwards, so ``main`` called in-process changes nothing.
+    """
+    saved = structlog.get_config()
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, structlog.dev.ConsoleRenderer(colors=False)],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    )
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from autoscaler.clock import SystemClock
+    from autoscaler.explain import status_table
+
+    with _reader(args) as reader:
+        records, states = reader.load_decisions(), reader.load_states()
+        last_events = {key: events[-1] for key in records if (events := reader.events(key))}
+    print(status_table(records, states, SystemClock().now_ms(), last_events))
+    return 0
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from autoscaler.clock import SystemClock
+    from autoscaler.explain import explain, find_record
+
+    with _reader(args) as reader:
+        records = reader.load_decisions()
+        record = find_record(records, args.job)
+        events = reader.events(record.job_key) if record is not None else []
+    if record is None:
+        known = ", ".join(sorted(records)) or "none"
+        print(
+            f"flink-autoscaler: no decision recorded for {args.job!r} (known jobs: {known})", file=sys.stderr
+        )
+        return 1
+    print(explain(record, now_ms=SystemClock().now_ms(), events=events))
     return 0
 
 
@@ -140,15 +291,23 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
+    from autoscaler.plugins.evaluators import discover_evaluators
     from autoscaler.plugins.loader import discover_plugins
 
     settings = Settings.load(args.config)
-    registry, problems = discover_plugins(settings.plugins_dir)
-    for p in registry:
-        print(f"{p.name:<24} {p.class_path:<50} {p.origin}")
-    if not len(registry):
-        print("no executor plugins installed")
-    for problem in problems:
+    problems: list[str] = []
+    for kind, discover in (
+        ("executor plugins", discover_plugins),
+        ("custom evaluators", discover_evaluators),
+    ):
+        registry, found = discover(settings.plugins_dir)
+        problems += found
+        print(f"{kind}:")
+        for p in registry:
+            print(f"  {p.name:<24} {p.class_path:<50} {p.origin}")
+        if not len(registry):
+            print("  none installed")
+    for problem in dict.fromkeys(problems):
         print(f"problem: {problem}", file=sys.stderr)
     return 1 if problems else 0
 

@@ -145,7 +145,10 @@ class Daemon:
         for cs in settings.clusters:
             options = settings.options_for(cs)
             client = FlinkClient.from_settings(
-                cs, options.rest_client_timeout, transport=transports.get(cs.name)
+                cs,
+                options.rest_client_timeout,
+                transport=transports.get(cs.name),
+                on_request=self.metrics.report_request,
             )
             self._clusters.append(_Cluster(cs, client, options))
         self._tick_lock = asyncio.Lock()
@@ -190,8 +193,7 @@ class Daemon:
                 return TickReport(now_ms, tuple(outcomes), cluster_errors)
             gone = self._forget_vanished()
             await self._flush(samples, states, now_ms, gone)
-            self.metrics.ticks.inc()
-            self.metrics.tick_seconds.observe(time.perf_counter() - started)
+            self.metrics.report_tick(time.perf_counter() - started)  # also tells /readyz the loop is alive
             for c in self._clusters:
                 self.metrics.jobs.labels(c.settings.name).set(
                     sum(1 for s in samples if s.job.cluster == c.settings.name)
@@ -332,11 +334,12 @@ class Daemon:
             )
             evaluations = await asyncio.to_thread(evaluate)
         except Exception as exc:  # Spark failing must not stop the loop; nothing scales this tick
+            self.metrics.report_spark(False, f"evaluation failed: {type(exc).__name__}: {exc}")
             log.error("evaluation_failed", error=str(exc), exc_info=True)
             for s in samples:
                 self.metrics.report_error(s.job.cluster, Reason.AUTOSCALER_ERROR)
             return {}, f"evaluation failed: {type(exc).__name__}: {exc}"
-        self.metrics.evaluation_seconds.observe(time.perf_counter() - started)
+        self.metrics.report_spark(True, duration_s=time.perf_counter() - started)
         return evaluations, None
 
     async def _handle_job(

@@ -1,61 +1,100 @@
 """Every Prometheus metric the daemon exports, on an injected registry.
 
-``MetricsReporter`` is fed domain objects (evaluations, decisions, errors) and removes the series of
-jobs that disappeared, so dashboards never show a stale vertex.
+``MetricsReporter`` is fed domain objects (evaluations, outcomes, errors, REST calls) and removes every
+series of a job that disappeared, vertex gauges and per-job counters alike, so dashboards never show a
+stale job. The vertex gauges are the reference's reported vertex metrics (``ScalingMetric.
+REPORTED_VERTEX_METRICS``), named ``flink_autoscaler_vertex_<metric>``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterable
-from typing import Any
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from autoscaler.model import JobEvaluation, JobRef
+from autoscaler.model import JobEvaluation, JobRef, VertexEvaluation
 from autoscaler.reasons import Reason
 
-__all__ = ["MetricsReporter", "serve_metrics"]
+if TYPE_CHECKING:
+    from autoscaler.health import Health
+
+__all__ = ["MetricsReporter"]
 
 _VERTEX_LABELS = ("cluster", "job", "vertex", "vertex_name")
 _JOB_LABELS = ("cluster", "job")
 
-# (metric suffix, help, VertexEvaluation attribute)
-_VERTEX_GAUGES: tuple[tuple[str, str, str], ...] = (
-    ("parallelism", "Current parallelism of the vertex", "parallelism"),
-    ("recommended_parallelism", "Parallelism the autoscaler recommends", "target_parallelism"),
-    ("max_parallelism", "Maximum parallelism (key groups) of the vertex", "max_parallelism"),
-    ("load", "Busy time ratio of the vertex (0..1)", "load"),
-    ("true_processing_rate", "Records/s the vertex could process at full load", "true_processing_rate"),
-    ("target_data_rate", "Records/s the vertex must process (input rate + lag growth)", "target_data_rate"),
+
+def _attr(name: str) -> Callable[[JobEvaluation, VertexEvaluation], float | None]:
+    return lambda _evaluation, v: getattr(v, name)
+
+
+def _source_partitions(evaluation: JobEvaluation, v: VertexEvaluation) -> float | None:
+    """Known for sources only (NaN elsewhere), as in the reference's NUM_SOURCE_PARTITIONS."""
+    return evaluation.sample.num_source_partitions.get(v.vertex)
+
+
+# (metric suffix, help, how to read it from the evaluation)
+_VERTEX_GAUGES: tuple[tuple[str, str, Callable[[JobEvaluation, VertexEvaluation], float | None]], ...] = (
+    ("parallelism", "Current parallelism of the vertex", _attr("parallelism")),
+    ("recommended_parallelism", "Parallelism the autoscaler recommends", _attr("target_parallelism")),
+    ("max_parallelism", "Maximum parallelism (key groups) of the vertex", _attr("max_parallelism")),
+    (
+        "num_source_partitions",
+        "Partitions (splits) a source reads; NaN for other vertices",
+        _source_partitions,
+    ),
+    ("load", "Busy time ratio of the vertex (0..1)", _attr("load")),
+    (
+        "true_processing_rate",
+        "Records/s the vertex could process at full load",
+        _attr("true_processing_rate"),
+    ),
+    (
+        "target_data_rate",
+        "Records/s the vertex must process (input rate + lag growth)",
+        _attr("target_data_rate"),
+    ),
     (
         "catch_up_data_rate",
         "Extra records/s needed to drain the backlog in catch-up.duration",
-        "catch_up_data_rate",
+        _attr("catch_up_data_rate"),
     ),
-    ("lag", "Pending records at the source", "lag"),
-    ("scale_up_rate_threshold", "Processing rate below which the vertex scales up", "scale_up_threshold"),
+    ("lag", "Pending records at the source", _attr("lag")),
+    (
+        "scale_up_rate_threshold",
+        "Processing rate below which the vertex scales up",
+        _attr("scale_up_threshold"),
+    ),
     (
         "scale_down_rate_threshold",
         "Processing rate above which the vertex scales down",
-        "scale_down_threshold",
+        _attr("scale_down_threshold"),
     ),
     (
         "expected_processing_rate",
         "Processing rate expected at the recommended parallelism",
-        "expected_processing_rate",
+        _attr("expected_processing_rate"),
     ),
 )
 
+_ERROR_WORDS = {"FlinkUnreachable": "unreachable", "FlinkBadPayload": "bad_payload"}
+
 
 class MetricsReporter:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    """The daemon's metrics. ``health`` (optional) learns from :meth:`report_tick` and
+    :meth:`report_spark` that the loop is alive, so the daemon reports both in one call."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, health: Health | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self.health = health
         r = self.registry
         self._vertex = {
-            attr: Gauge(f"flink_autoscaler_vertex_{name}", text, _VERTEX_LABELS, registry=r)
-            for name, text, attr in _VERTEX_GAUGES
+            name: (Gauge(f"flink_autoscaler_vertex_{name}", text, _VERTEX_LABELS, registry=r), read)
+            for name, text, read in _VERTEX_GAUGES
         }
         self.scalings = Counter("flink_autoscaler_scalings", "Rescales issued", _JOB_LABELS, registry=r)
         self.balanced = Counter(
@@ -85,9 +124,26 @@ class MetricsReporter:
             _JOB_LABELS,
             registry=r,
         )
+        self.rest_requests = Counter(
+            "flink_autoscaler_rest_requests",
+            "Flink REST requests by endpoint and HTTP status (or unreachable / bad_payload)",
+            ("cluster", "method", "endpoint", "status"),
+            registry=r,
+        )
+        self.rest_errors = Counter(
+            "flink_autoscaler_rest_errors",
+            "Flink REST requests that failed: an HTTP error status, unreachable, or an unreadable answer",
+            ("cluster", "method", "endpoint", "error"),
+            registry=r,
+        )
         self.ticks = Counter("flink_autoscaler_ticks", "Control-loop ticks run", registry=r)
         self.ticks_skipped = Counter(
             "flink_autoscaler_ticks_skipped", "Ticks skipped because the previous one overran", registry=r
+        )
+        self.last_tick = Gauge(
+            "flink_autoscaler_last_tick_timestamp_seconds",
+            "Unix time the last full tick completed (alert when it falls behind)",
+            registry=r,
         )
         self.tick_seconds = Histogram(
             "flink_autoscaler_tick_duration_seconds",
@@ -101,11 +157,25 @@ class MetricsReporter:
             registry=r,
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
         )
+        self.spark_up = Gauge(
+            "flink_autoscaler_spark_up", "1 while the Spark evaluation works, 0 after it failed", registry=r
+        )
         self.jobs = Gauge(
             "flink_autoscaler_jobs", "Jobs autoscaled in the last tick", ("cluster",), registry=r
         )
-        self._series: dict[str, set[tuple[str, ...]]] = {}
+        # Every metric with cluster and job labels, and its label names, for forget_jobs().
+        self._per_job: tuple[tuple[Counter | Gauge, tuple[str, ...]], ...] = (
+            *((gauge, _VERTEX_LABELS) for gauge, _ in self._vertex.values()),
+            (self.scalings, _JOB_LABELS),
+            (self.balanced, _JOB_LABELS),
+            (self.decisions, (*_JOB_LABELS, "outcome")),
+            (self.plugin_outcomes, (*_JOB_LABELS, "plugin", "outcome")),
+            (self.deferred, _JOB_LABELS),
+            (self.forced, _JOB_LABELS),
+        )
+        self._series: dict[str, set[tuple[str, ...]]] = {}  # job key -> its vertex label values
 
+    # ------------------------------------------------------------------ per job
     def report_evaluation(self, evaluation: JobEvaluation) -> None:
         job = evaluation.job
         names = {v.id: v.name for v in evaluation.sample.topology}
@@ -113,8 +183,8 @@ class MetricsReporter:
         for v in evaluation.vertices.values():
             labels = (job.cluster, job.name, v.vertex, names.get(v.vertex, v.vertex))
             seen.add(labels)
-            for attr, gauge in self._vertex.items():
-                value = getattr(v, attr)
+            for gauge, read in self._vertex.values():
+                value = read(evaluation, v)
                 gauge.labels(*labels).set(float(value) if value is not None else math.nan)
         for stale in self._series.get(job.key, set()) - seen:
             self._remove_vertex_series(stale)
@@ -127,26 +197,70 @@ class MetricsReporter:
         else:
             self.balanced.labels(job.cluster, job.name).inc()
 
+    def forget_jobs(self, job_keys: Iterable[str]) -> None:
+        """Remove every series (vertex gauges and per-job counters) of jobs that are gone."""
+        gone = set(job_keys)
+        for key in gone:
+            self._series.pop(key, None)
+        for metric, label_names in self._per_job:
+            for labels in _label_sets(metric, label_names):
+                if f"{labels[0]}/{labels[1]}" in gone:
+                    with contextlib.suppress(KeyError):
+                        metric.remove(*labels)
+
+    def known_jobs(self) -> set[str]:
+        """Keys of every job with a series: evaluated ones and those that only counted outcomes."""
+        keys = set(self._series)
+        for metric, label_names in self._per_job:
+            keys.update(f"{labels[0]}/{labels[1]}" for labels in _label_sets(metric, label_names))
+        return keys
+
+    # ------------------------------------------------------------------ daemon-wide
     def report_error(self, cluster: str, reason: Reason) -> None:
         self.errors.labels(cluster, str(reason)).inc()
 
-    def forget_jobs(self, job_keys: Iterable[str]) -> None:
-        """Remove every vertex series of jobs that are gone."""
-        for key in job_keys:
-            for labels in self._series.pop(key, set()):
-                self._remove_vertex_series(labels)
+    def report_tick(self, duration_s: float) -> None:
+        """A full tick completed: counts it, times it, and tells ``health`` the loop is alive."""
+        self.ticks.inc()
+        self.tick_seconds.observe(duration_s)
+        self.last_tick.set(time.time())
+        if self.health is not None:
+            self.health.tick_completed()
 
-    def known_jobs(self) -> set[str]:
-        return set(self._series)
+    def report_spark(self, ok: bool, detail: str = "", duration_s: float | None = None) -> None:
+        """The outcome of a Spark evaluation (``duration_s`` when it ran); readiness follows it."""
+        self.spark_up.set(1 if ok else 0)
+        if ok and duration_s is not None:
+            self.evaluation_seconds.observe(duration_s)
+        if self.health is not None:
+            self.health.set_spark(ok, detail)
+
+    def report_request(self, cluster: str, method: str, endpoint: str, status_or_error: int | str) -> None:
+        """The Flink client's ``on_request`` hook: one call per REST request, after its answer.
+
+        ``endpoint`` is a template (``/jobs/:jobid/...``) so the label's values stay few;
+        ``status_or_error`` is the HTTP status, or the name of the error when there was no answer.
+        """
+        if isinstance(status_or_error, int):
+            status = str(status_or_error)
+            error = status if status_or_error >= 400 else None
+        else:
+            status = error = _ERROR_WORDS.get(status_or_error, status_or_error)
+        self.rest_requests.labels(cluster, method, endpoint, status).inc()
+        if error is not None:
+            self.rest_errors.labels(cluster, method, endpoint, error).inc()
 
     def _remove_vertex_series(self, labels: tuple[str, ...]) -> None:
-        for gauge in self._vertex.values():
+        for gauge, _ in self._vertex.values():
             with contextlib.suppress(KeyError):
                 gauge.remove(*labels)
 
 
-def serve_metrics(address: str, registry: CollectorRegistry) -> Any:
-    """Start the /metrics HTTP endpoint on ``host:port``; returns the server so it can be shut down."""
-    host, _, port = address.rpartition(":")
-    server, _thread = start_http_server(int(port), addr=host or "127.0.0.1", registry=registry)
-    return server
+def _label_sets(metric: Counter | Gauge, label_names: tuple[str, ...]) -> set[tuple[str, ...]]:
+    """The label values of every child of ``metric``, read from its public samples."""
+    return {
+        tuple(sample.labels[n] for n in label_names)
+        for family in metric.collect()
+        for sample in family.samples
+        if all(n in sample.labels for n in label_names)
+    }

@@ -726,6 +726,12 @@ class Settings(BaseSettings):
         description="Store each tick's samples so a restarted daemon resumes its metric window instead of "
         "waiting a full metrics.window.",
     )
+    decisions_dir: Path | None = Field(
+        Path("flink-autoscaler-decisions"),
+        description="Where the daemon writes each job's last decision (one JSON file per job), read by "
+        "'flink-autoscaler status' and 'explain'. Relative to the working directory, like the default "
+        "state_url; null disables it.",
+    )
     plugins_dir: Path | None = Field(
         None, description="Directory of executor-plugin wheels loaded at start-up (besides installed ones)."
     )

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,12 +13,8 @@ import pytest
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-FIXTURES = Path(__file__).parent / "fixtures" / "flink-2.3"
-
-
-def load_fixture(name: str) -> Any:
-    """A JSON answer recorded from a real Flink 2.3 cluster (see tests/fixtures/flink-2.3)."""
-    return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+# Importable by name from any test (a helper in a conftest is not: tests/e2e has its own conftest).
+from flink_samples import load_fixture
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import asyncio
 import json
 import os
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar
@@ -40,7 +40,7 @@ from autoscaler.flink.models import (
 )
 from autoscaler.settings import ClusterSettings, ConfigError
 
-__all__ = ["DEFAULT_AGGREGATES", "FlinkClient"]
+__all__ = ["DEFAULT_AGGREGATES", "FlinkClient", "RequestHook", "endpoint_template"]
 
 log = structlog.get_logger(__name__)
 
@@ -53,6 +53,10 @@ _VALUES = TypeAdapter(list[MetricValue])
 _AGGREGATED = TypeAdapter(list[AggregatedMetric])
 _KEY_VALUES = TypeAdapter(list[dict[str, Any]])
 _REQUIREMENTS = TypeAdapter(dict[str, VertexRequirement])
+
+# Called once per request after its answer: (cluster, method, endpoint template, HTTP status or the
+# error's class name when there was no answer). Metrics hang off it; it never changes what a call does.
+RequestHook = Callable[[str, str, str, int | str], None]
 
 
 class _JobsOverview(BaseModel):
@@ -77,12 +81,14 @@ class FlinkClient:
         timeout_s: float = 10.0,
         max_concurrency: int = 8,
         transport: httpx.AsyncBaseTransport | None = None,
+        on_request: RequestHook | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1")
         self.cluster = cluster
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.on_request = on_request
         self._limit = asyncio.Semaphore(max_concurrency)
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
@@ -99,6 +105,7 @@ class FlinkClient:
         cluster: ClusterSettings,
         default_timeout: timedelta,
         transport: httpx.AsyncBaseTransport | None = None,
+        on_request: RequestHook | None = None,
     ) -> FlinkClient:
         """The client for a configured cluster; ``default_timeout`` applies when the cluster sets none."""
         verify: bool | str = cluster.verify_tls
@@ -123,6 +130,7 @@ class FlinkClient:
             timeout_s=timeout.total_seconds(),
             max_concurrency=cluster.max_concurrency,
             transport=transport,
+            on_request=on_request,
         )
 
     async def aclose(self) -> None:
@@ -318,7 +326,12 @@ class FlinkClient:
         parse: bool = True,
     ) -> Any:
         async with self._limit:
-            response = await self._send(method, path, params, json_body)
+            try:
+                response = await self._send(method, path, params, json_body)
+            except FlinkError as exc:
+                self._notify(method, path, type(exc).__name__)
+                raise
+        self._notify(method, path, response.status_code)
         if not response.is_success:
             messages = _error_messages(response)
             log.debug(
@@ -362,6 +375,14 @@ class FlinkClient:
             except httpx.HTTPError as exc:
                 raise self._bad(method, path, f"{type(exc).__name__}: {exc}") from exc
 
+    def _notify(self, method: str, path: str, status_or_error: int | str) -> None:
+        if self.on_request is None:
+            return
+        try:
+            self.on_request(self.cluster, method, endpoint_template(path), status_or_error)
+        except Exception as exc:  # an observer must never fail a request
+            log.warning("flink_request_hook_failed", cluster=self.cluster, error=str(exc))
+
     def _model(self, model: type[_M], payload: Any, method: str, path: str) -> _M:
         try:
             return model.model_validate(payload)
@@ -380,6 +401,21 @@ class FlinkClient:
 
     def _error(self, kind: type[FlinkError], method: str, path: str, detail: str) -> FlinkError:
         return kind(detail, cluster=self.cluster, base_url=self.base_url, method=method, endpoint=path)
+
+
+# After these path segments comes an id; the template names it so metric labels stay few.
+_ID_AFTER = {"jobs": ":jobid", "vertices": ":vertexid", "taskmanagers": ":taskmanagerid"}
+_NOT_IDS = {"overview", "metrics"}
+
+
+def endpoint_template(path: str) -> str:
+    """``/jobs/<hex>/vertices/<hex>/metrics`` -> ``/jobs/:jobid/vertices/:vertexid/metrics``."""
+    parts = path.strip("/").split("/")
+    out = []
+    for i, part in enumerate(parts):
+        previous = parts[i - 1] if i else ""
+        out.append(_ID_AFTER[previous] if previous in _ID_AFTER and part not in _NOT_IDS else part)
+    return "/" + "/".join(out)
 
 
 def _tls_context(

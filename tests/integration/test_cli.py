@@ -1,5 +1,6 @@
 """The command line as an operator uses it: check-config, clear config errors, and `run` as a real
-process against the simulator over HTTP, scraped on /metrics and stopped with SIGTERM."""
+process against the simulator over HTTP, scraped on /metrics, probed on /healthz and /readyz, read by
+`status` from another process, and stopped with SIGTERM."""
 
 from __future__ import annotations
 
@@ -70,11 +71,22 @@ def test_run_scrapes_serves_metrics_and_stops_cleanly_on_sigterm(tmp_path):
             f"clusters:\n  - name: sim\n    rest_url: {server.url}\n"
             f"control_loop_interval: 1 s\nmetrics_address: 127.0.0.1:{port}\nlog_format: json\n"
             "spark:\n  master: local[1]\nautoscaler:\n  job.autoscaler.enabled: true\n"
+            f"state_url: sqlite:///{tmp_path / 'state.db'}\n"
         )
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+        decisions = tmp_path / "decisions"
         log = (tmp_path / "daemon.log").open("w")  # a file, so a chatty daemon can never block on a pipe
         proc = subprocess.Popen(
-            [sys.executable, "-m", "autoscaler", "run", "--config", str(config)],
+            [
+                sys.executable,
+                "-m",
+                "autoscaler",
+                "run",
+                "--config",
+                str(config),
+                "--decisions-dir",
+                str(decisions),
+            ],
             stdout=log,
             stderr=log,
             text=True,
@@ -89,6 +101,27 @@ def test_run_scrapes_serves_metrics_and_stops_cleanly_on_sigterm(tmp_path):
                 time.sleep(0.5)
             assert seen.get("flink_autoscaler_ticks_total[]", 0) >= 3
             assert seen["flink_autoscaler_jobs[('cluster', 'sim')]"] == 1
+            assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+            ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
+            assert ready.status_code in (200, 503) and ready.json()["reason"]
+            # status, from another process, while the daemon runs
+            status = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "autoscaler",
+                    "status",
+                    "-c",
+                    str(config),
+                    "--decisions-dir",
+                    str(decisions),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert status.returncode == 0 and "sim/load-job" in status.stdout, status.stderr
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)
         finally:

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from conftest import load_fixture
+from flink_samples import load_fixture
 
 from autoscaler.clock import FakeClock
 from autoscaler.collect import MetricNameCache, collect, collect_taskmanagers, observed_true_processing_rate

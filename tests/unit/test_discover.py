@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from conftest import load_fixture
+from flink_samples import load_fixture
 
 from autoscaler.discover import Discovery, discover
 from autoscaler.flink.client import FlinkClient

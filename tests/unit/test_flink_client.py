@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from conftest import load_fixture
+from flink_samples import load_fixture
 
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkBadPayload, FlinkError, FlinkHTTPError, FlinkUnreachable

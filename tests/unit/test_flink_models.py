@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import load_fixture
+from flink_samples import load_fixture
 from pydantic import ValidationError
 
 from autoscaler.flink.metric_names import FlinkMetric, matching, source_partitions

@@ -6,7 +6,7 @@ import math
 
 import httpx
 import pytest
-from conftest import load_fixture
+from flink_samples import load_fixture
 
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.models import TaskManagerInfo

@@ -1,0 +1,147 @@
+"""Liveness and readiness, served beside ``/metrics`` by one small HTTP server.
+
+``/healthz`` answers 200 while the process can answer at all: an orchestrator restarts the daemon only
+when it is wedged. ``/readyz`` answers 200 only once a full tick completed within the last few control
+intervals and the Spark evaluation works; otherwise 503 with a JSON reason, so an operator (or a
+Kubernetes readiness probe) sees *why* without reading logs. The daemon pushes what it knows
+(:meth:`Health.tick_completed`, :meth:`Health.set_spark`); the HTTP thread only reads.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+__all__ = ["Health", "HttpEndpoint", "Readiness", "serve_http"]
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    ready: bool
+    reason: str  # a stable code: ready, starting, not_ticking, spark_unavailable
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ready": self.ready, "reason": self.reason, "detail": self.detail}
+
+
+class Health:
+    """What the probes report; thread-safe (the loop writes, the HTTP thread reads).
+
+    ``clock`` is monotonic seconds, injected so tests move time by hand.
+    """
+
+    def __init__(
+        self,
+        interval_s: float,
+        *,
+        stale_after_intervals: float = 3.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if interval_s <= 0:
+            raise ValueError("interval_s must be > 0")
+        self.interval_s = interval_s
+        self.stale_after_intervals = stale_after_intervals
+        self.stale_after_s = interval_s * stale_after_intervals
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last_tick: float | None = None
+        self._spark: bool | None = None  # None: no session yet
+        self._spark_detail = ""
+
+    def tick_completed(self, at_s: float | None = None) -> None:
+        """A full tick ran to its end (whatever the jobs' outcomes were)."""
+        with self._lock:
+            self._last_tick = self._clock() if at_s is None else at_s
+
+    def set_spark(self, ok: bool, detail: str = "") -> None:
+        """The Spark session works (``ok``), or the last evaluation failed (``detail`` says how)."""
+        with self._lock:
+            self._spark, self._spark_detail = ok, detail
+
+    def readiness(self) -> Readiness:
+        with self._lock:
+            last, spark, spark_detail = self._last_tick, self._spark, self._spark_detail
+        if spark is None:
+            return Readiness(False, "starting", "the Spark session is not up yet")
+        if not spark:
+            return Readiness(False, "spark_unavailable", spark_detail or "the last Spark evaluation failed")
+        if last is None:
+            return Readiness(False, "starting", "no tick has completed yet")
+        age = self._clock() - last
+        if age > self.stale_after_s:
+            return Readiness(
+                False,
+                "not_ticking",
+                f"last tick completed {age:.0f} s ago (more than {self.stale_after_s:g} s, "
+                f"{self.stale_after_intervals:g} control intervals)",
+            )
+        return Readiness(True, "ready", f"last tick completed {age:.0f} s ago")
+
+
+class HttpEndpoint:
+    """The running server: ``url`` for tests and logs, ``shutdown()`` to stop it."""
+
+    def __init__(self, server: ThreadingHTTPServer, thread: threading.Thread) -> None:
+        self._server, self._thread = server, thread
+        host, port = server.server_address[:2]
+        self.url = f"http://{host}:{port}"
+        self.port = int(port)
+
+    def shutdown(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> HttpEndpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+def serve_http(address: str, registry: CollectorRegistry, health: Health | None = None) -> HttpEndpoint:
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` (port 0: any free one).
+
+    Without ``health``, ``/readyz`` answers like ``/healthz``: a process that serves only metrics.
+    """
+    host, _, port = address.rpartition(":")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, CONTENT_TYPE_LATEST, generate_latest(registry))
+            elif path == "/healthz":
+                self._json(200, {"alive": True})
+            elif path == "/readyz":
+                state = health.readiness() if health is not None else Readiness(True, "ready", "")
+                self._json(200 if state.ready else 503, state.to_json())
+            else:
+                self._json(404, {"error": f"no such path {path}; try /metrics, /healthz or /readyz"})
+
+        def _json(self, status: int, body: dict[str, Any]) -> None:
+            self._send(status, "application/json", json.dumps(body).encode())
+
+        def _send(self, status: int, content_type: str, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Silent: a scrape every few seconds must not flood the daemon's log."""
+
+    server = ThreadingHTTPServer((host or "127.0.0.1", int(port)), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="http-endpoint", daemon=True)
+    thread.start()
+    return HttpEndpoint(server, thread)

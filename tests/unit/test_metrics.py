@@ -1,0 +1,88 @@
+"""The reporter's series: per-vertex gauges, per-job counters that vanish with their job, REST counts."""
+
+from __future__ import annotations
+
+import math
+
+from autoscaler.metrics import MetricsReporter
+from autoscaler.model import JobRef
+from autoscaler.reasons import Reason
+from autoscaler.testing import make_evaluation, vertex_eval
+
+JOB = JobRef("c1", "0" * 32, "job")  # the builders' job
+
+
+def value(metrics: MetricsReporter, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def test_vertex_gauges_carry_the_evaluation_and_source_partitions():
+    metrics = MetricsReporter()
+    evaluation = make_evaluation(
+        [vertex_eval("src", 2), vertex_eval("work", 4, 6)], num_source_partitions={"src": 12}
+    )
+    metrics.report_evaluation(evaluation)
+    src = {"cluster": "c1", "job": "job", "vertex": "src", "vertex_name": "src"}
+    work = {**src, "vertex": "work", "vertex_name": "work"}
+    assert value(metrics, "flink_autoscaler_vertex_num_source_partitions", **src) == 12
+    assert math.isnan(value(metrics, "flink_autoscaler_vertex_num_source_partitions", **work))
+    assert value(metrics, "flink_autoscaler_vertex_recommended_parallelism", **work) == 6
+    assert value(metrics, "flink_autoscaler_vertex_parallelism", **work) == 4
+
+
+def test_every_series_of_a_vanished_job_is_removed():
+    metrics = MetricsReporter()
+    metrics.report_evaluation(make_evaluation([vertex_eval("work", 1, 2)]))
+    metrics.report_outcome(JOB, Reason.SCALING, scaled=True)
+    metrics.plugin_outcomes.labels("c1", "job", "cpu-gate", "ScalingVetoed").inc()
+    metrics.deferred.labels("c1", "job").inc()
+    other = JobRef("c1", "1" * 32, "other")
+    metrics.report_outcome(other, Reason.AUTOSCALER_ERROR, scaled=False)  # never evaluated
+    metrics.report_error("c1", Reason.CLUSTER_UNREACHABLE)
+    assert metrics.known_jobs() == {"c1/job", "c1/other"}
+
+    metrics.forget_jobs(["c1/job", "c1/other"])
+    text = "\n".join(f"{s.name}{s.labels}" for family in metrics.registry.collect() for s in family.samples)
+    assert "'job': 'job'" not in text and "'job': 'other'" not in text
+    assert metrics.known_jobs() == set()
+    assert value(metrics, "flink_autoscaler_errors_total", cluster="c1", reason="ClusterUnreachable") == 1
+
+
+def test_rest_requests_and_errors_by_cluster_endpoint_and_status():
+    metrics = MetricsReporter()
+    metrics.report_request("c1", "GET", "/jobs/overview", 200)
+    metrics.report_request("c1", "GET", "/jobs/:jobid", 404)
+    metrics.report_request("c1", "GET", "/jobs/:jobid", "FlinkUnreachable")
+    metrics.report_request("c1", "PUT", "/jobs/:jobid/resource-requirements", "FlinkBadPayload")
+    requests = "flink_autoscaler_rest_requests_total"
+    errors = "flink_autoscaler_rest_errors_total"
+    assert value(metrics, requests, cluster="c1", method="GET", endpoint="/jobs/overview", status="200") == 1
+    assert value(metrics, errors, cluster="c1", method="GET", endpoint="/jobs/:jobid", error="404") == 1
+    assert (
+        value(metrics, errors, cluster="c1", method="GET", endpoint="/jobs/:jobid", error="unreachable") == 1
+    )
+    put = "/jobs/:jobid/resource-requirements"
+    assert value(metrics, errors, cluster="c1", method="PUT", endpoint=put, error="bad_payload") == 1
+    assert value(metrics, errors, cluster="c1", method="GET", endpoint="/jobs/overview", error="200") is None
+
+
+def test_tick_and_spark_reports_feed_the_health_object():
+    class Recorder:
+        ticks, spark = 0, []
+
+        def tick_completed(self) -> None:
+            self.ticks += 1
+
+        def set_spark(self, ok: bool, detail: str = "") -> None:
+            self.spark.append((ok, detail))
+
+    health = Recorder()
+    metrics = MetricsReporter(health=health)  # type: ignore[arg-type]
+    metrics.report_tick(1.5)
+    metrics.report_spark(False, "gone")
+    metrics.report_spark(True, duration_s=0.2)
+    assert health.ticks == 1 and health.spark == [(False, "gone"), (True, "")]
+    assert value(metrics, "flink_autoscaler_ticks_total") == 1
+    assert value(metrics, "flink_autoscaler_spark_up") == 1
+    assert value(metrics, "flink_autoscaler_evaluation_duration_seconds_count") == 1
+    assert value(metrics, "flink_autoscaler_last_tick_timestamp_seconds") > 0
