@@ -50,6 +50,7 @@ from autoscaler.state import (
     PendingRescale,
     ScalingRecord,
     StateStore,
+    group_window,
     window_rows,
 )
 
@@ -73,8 +74,10 @@ class Evaluator(Protocol):
         *,
         history: Mapping[str, Sequence[ScalingRecord]] | None = None,
         evaluators: Mapping[str, Sequence[ConfiguredEvaluator]] | None = None,
+        restored: Mapping[str, Sequence[JobSample]] | None = None,
     ) -> dict[str, JobEvaluation]:
-        """Every job of the tick at once; ``history`` (job key -> records, oldest first) feeds the
+        """Every job of the tick at once (``restored``: stored samples to replay first, see
+        ``SparkEvaluator.evaluate``); ``history`` (job key -> records, oldest first) feeds the
         history-dependent rules (restart time, ineffective scale-ups, scalability); ``evaluators``
         (job key -> configured custom evaluators, in order) refine each vertex's metrics."""
         ...
@@ -155,6 +158,7 @@ class Daemon:
         self._scheduler: AsyncIOScheduler | None = None
         self._logged_chains: dict[str, tuple[str, ...]] = {}
         self._dirty: dict[str, JobState] = {}  # states changed this tick, written by _flush
+        self._windows_restored: set[str] = set()  # jobs whose stored window this process replayed
         self.retries: dict[str, int] = {}  # job key -> when a cooldown-deferred decision is retried
 
     # ------------------------------------------------------------------ the tick
@@ -178,7 +182,8 @@ class Daemon:
             }
 
             states = await self._load_states(samples)
-            evaluations, eval_error = await self._evaluate(samples, now_ms, states)
+            restored = await self._stored_windows(samples)
+            evaluations, eval_error = await self._evaluate(samples, now_ms, states, restored)
             outcomes = list(
                 await asyncio.gather(
                     *(
@@ -314,8 +319,45 @@ class Daemon:
             for cluster in sorted({s.job.cluster for s in samples}):
                 self.metrics.report_error(cluster, Reason.STATE_STORE_ERROR)
 
+    async def _stored_windows(self, samples: list[JobSample]) -> dict[str, list[JobSample]]:
+        """The stored window of each job this process has not evaluated yet (e.g. after a restart).
+
+        Only ticks older than the job's current sample and with its vertex set come back; whether
+        the job restarted since is the evaluator's window bookkeeping to decide, as for live ticks.
+        """
+        new = [s for s in samples if s.job.key not in self._windows_restored]
+        self._windows_restored.update(s.job.key for s in new)
+        if not new or not self.settings.persist_window:
+            return {}
+
+        def load() -> dict[str, list[JobSample]]:
+            out: dict[str, list[JobSample]] = {}
+            for sample in new:
+                vertices = set(sample.topology.vertices)
+                past = [
+                    JobSample(sample.target, t.ts_ms, t.running_since_ms, sample.topology, t.vertices)
+                    for t in group_window(self.state.load_window(sample.job.key))
+                    if t.ts_ms < sample.ts_ms and set(t.vertices) == vertices
+                ]
+                if past:
+                    out[sample.job.key] = past
+            return out
+
+        try:
+            restored = await asyncio.to_thread(load)
+        except Exception as exc:  # without it the window just fills again from now on
+            log.warning("window_restore_failed", error=str(exc))
+            return {}
+        if restored:
+            log.info("windows_restored", jobs={k: len(v) for k, v in restored.items()})
+        return restored
+
     async def _evaluate(
-        self, samples: list[JobSample], now_ms: int, states: Mapping[str, JobState]
+        self,
+        samples: list[JobSample],
+        now_ms: int,
+        states: Mapping[str, JobState],
+        restored: Mapping[str, Sequence[JobSample]] | None = None,
     ) -> tuple[dict[str, JobEvaluation], str | None]:
         if not samples:
             return {}, None
@@ -331,6 +373,7 @@ class Daemon:
                 now_ms,
                 history=history,
                 evaluators=self.evaluators.for_samples(samples),
+                **({"restored": restored} if restored else {}),
             )
             evaluations = await asyncio.to_thread(evaluate)
         except Exception as exc:  # Spark failing must not stop the loop; nothing scales this tick

@@ -160,6 +160,7 @@ class StubEvaluator:
         self.fail = fail
         self.calls: list[list[str]] = []
         self.histories: list[dict[str, Any]] = []
+        self.restored: list[dict[str, int]] = []  # per call: job key -> stored samples replayed
         self.forgotten: list[str] = []
 
     def evaluate(
@@ -169,8 +170,10 @@ class StubEvaluator:
         *,
         history: Mapping[str, Any] | None = None,
         evaluators: Mapping[str, Any] | None = None,
+        restored: Mapping[str, Sequence[JobSample]] | None = None,
     ) -> dict[str, JobEvaluation]:
         self.calls.append([s.job.key for s in samples])
+        self.restored.append({key: len(past) for key, past in (restored or {}).items()})
         self.histories.append(dict(history or {}))
         if self.fail:
             raise RuntimeError("Spark session is gone")

@@ -435,8 +435,14 @@ class SparkEvaluator:
         restart_times_s: Mapping[str, float] | None = None,
         history: Mapping[str, Sequence[ScalingRecord]] | None = None,
         evaluators: Mapping[str, Sequence[ConfiguredEvaluator]] | None = None,
+        restored: Mapping[str, Sequence[JobSample]] | None = None,
     ) -> dict[str, JobEvaluation]:
         """Append this tick's samples, slide every window, aggregate all jobs at once, evaluate each job.
+
+        ``restored`` (by job key, any order) are samples a previous daemon process stored for jobs
+        this one has not seen yet: they are replayed into the window at their own timestamps before
+        this tick's samples, and their rows join this tick's single append, so a restarted daemon
+        resumes its windows instead of waiting a full ``metrics.window``.
 
         ``history`` (by job key, oldest first) feeds the history-dependent rules: restart-time tracking,
         ineffective scale-up detection and the observed scalability coefficient. ``restart_times_s`` (by
@@ -448,13 +454,23 @@ class SparkEvaluator:
         If Spark fails, the window bookkeeping rolls back so the next tick starts from the rows Spark has.
         """
         saved = self._book.copy()
+        replayed = self._replay(restored or {})
         ticks = self._observe(samples, now_ms)
         keep = self._book.retain(now_ms, present=ticks)
         kept = [(key, t) for key, t in ticks.items() if t.status.kept]
         rows = rows_frame(
-            (key, t.status.epoch, vid, t.sample.ts_ms, t.sample.vertices[vid])
-            for key, t in kept
-            for vid in t.sample.topology.vertices
+            [
+                *(
+                    (s.job.key, epoch, vid, s.ts_ms, s.vertices[vid])
+                    for epoch, s in replayed
+                    for vid in s.vertices
+                ),
+                *(
+                    (key, t.status.epoch, vid, t.sample.ts_ms, t.sample.vertices[vid])
+                    for key, t in kept
+                    for vid in t.sample.topology.vertices
+                ),
+            ]
         )
         custom_rows = custom_rows_frame(
             row for key, t in kept for row in _custom_rows(key, t.status.epoch, t.sample)
@@ -508,6 +524,16 @@ class SparkEvaluator:
             )
             for key, t in ticks.items()
         }
+
+    def _replay(self, restored: Mapping[str, Sequence[JobSample]]) -> list[tuple[int, JobSample]]:
+        """Fold stored samples into the window bookkeeping as their ticks did; the (epoch, sample) kept."""
+        kept: list[tuple[int, JobSample]] = []
+        for past in restored.values():
+            for sample in sorted(past, key=lambda s: s.ts_ms):
+                status = self._book.observe_sample(sample, sample.ts_ms)
+                if status.kept:
+                    kept.append((status.epoch, sample))
+        return kept
 
     def _observe(self, samples: Sequence[JobSample], now_ms: int) -> dict[str, _Tick]:
         """Fold each job's sample into its window; of two samples with one job key the newest wins."""

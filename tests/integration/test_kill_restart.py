@@ -118,6 +118,7 @@ def test_sigkill_after_a_rescale_loses_no_history_or_cooldown_and_never_rescales
                 second.kill()
 
     assert sim.rescale_count(job_id) == 1  # one PUT applied; none after the restart
+    assert '"event": "windows_restored"' in second_log.read_text()  # resumed the stored metric window
     assert not any(e["reason"] == "Scaling" for e in _events(second_log))
     stores = open_stores(state_url)
     try:

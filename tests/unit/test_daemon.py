@@ -420,6 +420,8 @@ async def test_a_daemon_restarted_on_the_same_database_keeps_history_and_cooldow
     # The process dies right after the PUT, before Flink applied it; a new one starts on the same file.
     w.daemon = _restarted(w, open_stores(url))
     outcomes = [(await w.tick()).for_job("job-a").outcome for _ in range(4)]
+    assert w.daemon.evaluator.restored[0].get("a/job-a", 0) >= 1  # the stored window was replayed once
+    assert all(not r for r in w.daemon.evaluator.restored[1:])
     assert Reason.SCALING not in outcomes and len(w.puts("a")) == 1  # pending found again, not re-sent
     state = w.daemon.state.load("a/job-a")
     assert state.pending is None and state.history[-1].confirmed_ms is not None
