@@ -1,0 +1,176 @@
+"""The daemon as a process against a real Flink 2.3 cluster: scale up, scale down, cooldown.
+
+The load job's Work operator handles 1e6 / cost_us records/s per subtask (parked, not computed), so
+the capacity model's answer is known in advance: at 2,000 rec/s offered and 1,250 rec/s per subtask,
+Work needs ceil(2000 / (1250 * 0.7)) = 3 subtasks, and with the default restart and catch-up terms
+(restart.time 5 min, catch-up.duration 30 min) round(lag/1800 + 2000/6 + 2000/0.7) / 1250 = 2.6 -> 3
+as well (3 holds for any measured target rate between about 1,600 and 2,300 rec/s).
+
+Windows are short (stabilization 30 s, window 30-60 s) and the tick is 6 s, just over Flink's metric
+fetch interval (5 s), so every tick triggers a fresh fetch and all samples are equally old. Rates come
+from counter deltas (metrics.prefer-counter-rates, the default), so Flink's 60 s meter ramp after a
+restart does not matter.
+
+The only wall-clock assertions are the behaviours under test: a scale-down not before
+scale-down.interval, a second rescale not before last rescale + scaling-interval.min. They compare
+the daemon's own log timestamps, written after a tick's collection and evaluation; ticks are on a
+fixed 6 s grid, so acting one tick early would be off by a whole tick, and half a tick
+(``TOLERANCE_S``) absorbs the difference in how long two ticks took to log.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import datetime
+
+import pytest
+from harness import WORK, JobWatcher, wait_until
+
+pytestmark = pytest.mark.e2e
+
+TICK_S = 6
+TOLERANCE_S = TICK_S / 2
+BASE = {
+    "job.autoscaler.enabled": "true",
+    "job.autoscaler.stabilization.interval": "30 s",
+    "job.autoscaler.metrics.window": "60 s",
+    "job.autoscaler.utilization.target": "0.7",
+}
+WORK_ID = "674df9b0384c0348e0b9d1034a44c46c"  # Flink derives it from the operator uid "work"
+
+
+def _bounds(scaling_event: dict, vertex_id: str) -> str:
+    """The ``lower..upper`` the Scaling event says was requested for ``vertex_id``."""
+    match = re.search(rf"{vertex_id}: (\d+\.\.\d+)", scaling_event["message"])
+    assert match, scaling_event["message"]
+    return match.group(1)
+
+
+def _parallelisms(watcher: JobWatcher) -> list[int]:
+    return [p for _, p in watcher.running_parallelisms(WORK)]
+
+
+def test_scale_up_to_the_predicted_parallelism_in_one_rescale(submit_job, run_daemon, timings):
+    test = "scale-up"
+    daemon = run_daemon(BASE)
+    job = submit_job(work_parallelism=1, cost_us=800)
+    with JobWatcher(job) as watcher:
+        load_at = job.set_load(rate=2000)  # Work handles 1,250: the backlog grows by 750 rec/s
+        scaling = daemon.wait_for_event("Scaling", timeout_s=600)
+        put = daemon.put_before(scaling)
+        running_at = wait_until(
+            "Work running at parallelism 3",
+            lambda: watcher.first_running_at(WORK, 3, after=put["t"] - 1),
+            300,
+        )
+        timings.add(test, "load change -> Scaling event", scaling["t"] - load_at)
+        timings.add(test, "PUT -> Work running at 3 (/jobs/:id)", running_at - put["t"])
+        backlog_at_rescale = job.pending_records()
+        drained_at = wait_until(
+            "the backlog drained",
+            lambda: time.time() if job.pending_records() < 1000 else None,
+            600,
+            every_s=3,
+        )
+        timings.add(
+            test,
+            f"rescale -> backlog drained (from {backlog_at_rescale:.0f} records)",
+            drained_at - running_at,
+        )
+        # A full window of the new epoch is evaluated and finds Work in its band: no second rescale.
+        settled = daemon.wait_for_decision("InBand", timeout_s=600, after=running_at)
+        timings.add(test, "rescale -> next full-window decision (InBand)", settled["t"] - running_at)
+
+    assert _bounds(scaling, WORK_ID) == "1..3"
+    assert len(daemon.events("Scaling")) == 1, daemon.events("Scaling")
+    assert _parallelisms(watcher) == [1, 3]
+    assert job.parallelism(WORK) == 3
+    assert daemon.stop() == 0
+    assert any(r.get("event") == "daemon_stopped" for r in daemon.records())
+
+
+def test_scale_down_waits_for_the_scale_down_interval(submit_job, run_daemon, timings):
+    test = "scale-down"
+    interval_s = 60
+    daemon = run_daemon({**BASE, "job.autoscaler.scale-down.interval": f"{interval_s} s"})
+    job = submit_job(work_parallelism=2, cost_us=800)
+    with JobWatcher(job) as watcher:
+        job.set_load(rate=1500)  # 60 % of Work's 2 x 1,250: inside the band [0.4, 1.0]
+        steady = daemon.wait_for_decision("InBand", timeout_s=600)
+        drop_at = job.set_load(rate=400)  # 16 %: one subtask is enough (400 / 0.7 + 400/6 < 1,250)
+        held = daemon.wait_for_decision("ScaleDownDelayed", timeout_s=600, after=drop_at)
+        scaling = daemon.wait_for_event("Scaling", timeout_s=600, after=drop_at)
+        put = daemon.put_before(scaling)
+        running_at = wait_until(
+            "Work running at parallelism 1",
+            lambda: watcher.first_running_at(WORK, 1, after=put["t"] - 1),
+            300,
+        )
+    timings.add(test, "steady state (InBand) -> load drop", drop_at - steady["t"])
+    timings.add(test, "load drop -> first ScaleDownDelayed", held["t"] - drop_at)
+    timings.add(test, "first ScaleDownDelayed -> Scaling event", scaling["t"] - held["t"])
+    timings.add(test, "load drop -> Scaling event", scaling["t"] - drop_at)
+    timings.add(test, "PUT -> Work running at 1 (/jobs/:id)", running_at - put["t"])
+
+    # Not before the interval: the first recommendation to scale down was held for all of it.
+    assert scaling["t"] - held["t"] >= interval_s - TOLERANCE_S, (held, scaling)
+    delayed = [d for d in daemon.decisions() if d["outcome"] == "ScaleDownDelayed"]
+    assert all(d["t"] < scaling["t"] for d in delayed)
+    assert _bounds(scaling, WORK_ID) == "1..1"
+    assert len(daemon.events("Scaling")) == 1
+    assert _parallelisms(watcher) == [2, 1]
+    assert daemon.stop() == 0
+
+
+def _until(message: str) -> float:
+    """The instant in a CooldownDeferred message ("... deferred by ... until 2026-01-01T00:00:00Z ...")."""
+    match = re.search(r"until (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)", message)
+    assert match, message
+    return datetime.fromisoformat(match.group(1)).timestamp()
+
+
+def test_cooldown_defers_the_second_rescale_to_last_rescale_plus_min(submit_job, run_daemon, timings):
+    test = "cooldown"
+    min_s = 120  # longer than restart + stabilization + window (about 70 s): the next decision lands inside
+    daemon = run_daemon(
+        {**BASE, "job.autoscaler.metrics.window": "30 s", "job.autoscaler.scaling-interval.min": f"{min_s} s"}
+    )
+    job = submit_job(work_parallelism=1, cost_us=800)
+    with JobWatcher(job) as watcher:
+        job.set_load(rate=2000)
+        first = daemon.wait_for_event("Scaling", timeout_s=600)
+        put1 = daemon.put_before(first)
+        ran1 = wait_until(
+            "Work running at parallelism 3",
+            lambda: watcher.first_running_at(WORK, 3, after=put1["t"] - 1),
+            300,
+        )
+        raise_at = job.set_load(rate=4800)  # more than 3 x 1,250: Work must grow again
+        deferred = daemon.wait_for_event("CooldownDeferred", timeout_s=600, after=ran1)
+        second = daemon.wait_for_event("Scaling", timeout_s=600, after=first["t"] + 1)
+        put2 = daemon.put_before(second)
+        grown = wait_until(
+            "Work running above parallelism 3",
+            lambda: next(
+                (t for t, p in watcher.running_parallelisms(WORK) if p > 3 and t >= put2["t"] - 1), None
+            ),
+            300,
+        )
+    retry_at = _until(deferred["message"])
+    timings.add(test, "load raise -> CooldownDeferred", deferred["t"] - raise_at)
+    timings.add(test, "first Scaling -> second Scaling", second["t"] - first["t"])
+    timings.add(test, "retry instant -> second Scaling event", second["t"] - retry_at)
+    timings.add(test, "PUT -> Work running above 3 (/jobs/:id)", grown - put2["t"])
+
+    # The deferral names last rescale + min (to the second; the tick read its clock before logging).
+    assert first["t"] + min_s - 15 <= retry_at <= first["t"] + min_s, (first, deferred)
+    assert deferred["t"] < retry_at
+    # The second rescale is issued at that instant, and not before.
+    assert second["t"] >= retry_at
+    assert second["t"] - first["t"] >= min_s - TOLERANCE_S
+    assert _bounds(first, WORK_ID) == "1..3"
+    assert int(_bounds(second, WORK_ID).split("..")[1]) > 3
+    assert len(daemon.events("Scaling")) == 2
+    assert _parallelisms(watcher)[:2] == [1, 3] and len(_parallelisms(watcher)) == 3
+    assert daemon.stop() == 0
