@@ -46,6 +46,7 @@ class Timings:
 
     setup: dict[str, float] = field(default_factory=dict)
     rows: list[tuple[str, str, float]] = field(default_factory=list)  # (test, what, seconds)
+    tests: dict[str, float] = field(default_factory=dict)  # test -> setup + call + teardown seconds
 
     def add(self, test: str, what: str, seconds: float) -> None:
         self.rows.append((test, what, seconds))
@@ -70,6 +71,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         tr.write_line(f"  {what:<58} {seconds:7.1f} s")
     for test, what, seconds in _TIMINGS.rows:
         tr.write_line(f"  {test + ': ' + what:<58} {seconds:7.1f} s")
+    for test, seconds in _TIMINGS.tests.items():
+        tr.write_line(f"  {'test ' + test:<58} {seconds:7.1f} s")
     tr.write_line(f"  {'e2e session, wall time':<58} {time.monotonic() - _STARTED:7.1f} s")
 
 
@@ -206,3 +209,5 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     report = outcome.get_result()
     if report.when == "call":
         item.rep_call = report  # type: ignore[attr-defined]
+    if item.get_closest_marker("e2e") is not None:
+        _TIMINGS.tests[item.name] = _TIMINGS.tests.get(item.name, 0.0) + report.duration
