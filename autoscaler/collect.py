@@ -560,6 +560,7 @@ class _VertexQuery:
     in_per_s: tuple[str, ...]  # sources: Source__*.numRecordsInPerSecond; others: numRecordsInPerSecond
     records_in: tuple[str, ...]  # sources: Source__*.numRecordsIn
     records_out: tuple[str, ...]  # sources: Source__*.numRecordsOut
+    out_per_s: tuple[str, ...]  # sources: Source__*.numRecordsOutPerSecond
     pending: tuple[str, ...]  # sources: every *.pendingRecords
 
     @classmethod
@@ -576,10 +577,11 @@ class _VertexQuery:
             in_per_s = matching(FlinkMetric.SOURCE_TASK_NUM_RECORDS_IN_PER_SEC, listed)
             records_in = matching(FlinkMetric.SOURCE_TASK_NUM_RECORDS_IN, listed)
             records_out = matching(FlinkMetric.SOURCE_TASK_NUM_RECORDS_OUT, listed)
+            out_per_s = matching(FlinkMetric.SOURCE_TASK_NUM_RECORDS_OUT_PER_SEC, listed)
             pending = matching(FlinkMetric.PENDING_RECORDS, listed)
         else:
             in_per_s = matching(FlinkMetric.NUM_RECORDS_IN_PER_SEC, listed)
-            records_in = records_out = pending = []
+            records_in = records_out = out_per_s = pending = []
         return cls(
             vertex_id=vid,
             vertex_name=vertex.name,
@@ -590,13 +592,22 @@ class _VertexQuery:
             in_per_s=tuple(in_per_s),
             records_in=tuple(records_in),
             records_out=tuple(records_out),
+            out_per_s=tuple(out_per_s),
             pending=tuple(pending),
         )
 
     @property
     def names(self) -> tuple[str, ...]:
         optional = tuple(n for n in (self.backpressure, self.accumulated_busy) if n)
-        every = (self.busy, *optional, *self.in_per_s, *self.records_in, *self.records_out, *self.pending)
+        every = (
+            self.busy,
+            *optional,
+            *self.in_per_s,
+            *self.records_in,
+            *self.records_out,
+            *self.out_per_s,
+            *self.pending,
+        )
         return tuple(dict.fromkeys(every))
 
     def check_answer(self, answer: Mapping[str, AggregatedMetric]) -> None:
@@ -629,6 +640,7 @@ class _VertexQuery:
                 num_records_in_per_s=in_per_s,
                 accumulated_busy_time_agg_ms=acc_busy,
             )
+        in_per_s = _unless_uncounted(in_per_s, _sum(answer, self.out_per_s))
         lag = self._lag(answer)
         return VertexSample(
             busy_time_ms_per_s=busy,
@@ -648,11 +660,10 @@ class _VertexQuery:
         """A source reads from outside Flink, so ``read-records`` is 0; its operator counter tells."""
         if read_records != 0:
             return read_records
+        records_out = _sum(answer, self.records_out) if self.records_out else NAN
         if self.records_in:
-            return _sum(answer, self.records_in)
-        if self.records_out:
-            return _sum(answer, self.records_out)
-        return NAN
+            return _unless_uncounted(_sum(answer, self.records_in), records_out)
+        return records_out
 
     def _lag(self, answer: Mapping[str, AggregatedMetric]) -> float:
         if not self.pending:
@@ -660,6 +671,13 @@ class _VertexQuery:
             log.debug("source_without_pending_records", vertex=self.vertex_name, vertex_id=self.vertex_id)
             return 0.0
         return _sum(answer, self.pending)
+
+
+def _unless_uncounted(records_in: float, records_out: float) -> float:
+    """A source reader that never counts ``numRecordsIn`` (any not built on ``SourceReaderBase``)
+    reports 0 while it emits: then what it emitted is what it read. The reference would see an idle
+    source and never scale it."""
+    return records_out if records_in == 0 and records_out > 0 else records_in
 
 
 def _by_aggregator(metric: AggregatedMetric, aggregator: BusyTimeAggregator) -> float:

@@ -53,6 +53,7 @@ class FlinkMetric(Enum):
     SOURCE_TASK_NUM_RECORDS_IN_PER_SEC = NamePredicate(prefix=_SRC, suffix=".numRecordsInPerSecond")
     SOURCE_TASK_NUM_RECORDS_IN = NamePredicate(prefix=_SRC, suffix=".numRecordsIn")
     SOURCE_TASK_NUM_RECORDS_OUT = NamePredicate(prefix=_SRC, suffix=".numRecordsOut")
+    SOURCE_TASK_NUM_RECORDS_OUT_PER_SEC = NamePredicate(prefix=_SRC, suffix=".numRecordsOutPerSecond")
     PENDING_RECORDS = NamePredicate(suffix=".pendingRecords")
     # TaskManagers.
     HEAP_MEMORY_MAX = _exact("Status.JVM.Memory.Heap.Max")

@@ -501,8 +501,9 @@ class SimJob:
             for k, op in enumerate(operators):
                 last = k == len(operators) - 1
                 op_out, op_out_rate = (task_out[i], out_rate) if last else (ops_in[i], in_rate)
-                metrics[f"{op}.numRecordsIn"] = ops_in[i]
-                metrics[f"{op}.numRecordsInPerSecond"] = in_rate
+                uncounted = is_source and k == 0 and not spec.counts_records_in
+                metrics[f"{op}.numRecordsIn"] = 0 if uncounted else ops_in[i]
+                metrics[f"{op}.numRecordsInPerSecond"] = 0.0 if uncounted else in_rate
                 metrics[f"{op}.numRecordsOut"] = op_out
                 metrics[f"{op}.numRecordsOutPerSecond"] = op_out_rate
                 metrics[f"{op}.numBytesIn"] = 0 if is_source and k == 0 else ops_in[i] * BYTES_PER_RECORD

@@ -51,6 +51,7 @@ def work_job(
     partitions: int = 8,
     initial_backlog: float = 0.0,
     max_parallelism: int = 128,
+    source_counts_records_in: bool = True,
     job_config: Mapping[str, str] | None = None,
 ) -> SimJobSpec:
     """The lab job: a partitioned backlog source, a CPU-bound ``Work`` vertex, a keyed sink chain."""
@@ -66,6 +67,7 @@ def work_job(
                 parallelism=source_parallelism,
                 max_parallelism=max_parallelism,
                 source_partitions=partitions,
+                counts_records_in=source_counts_records_in,
             ),
             SimVertexSpec(
                 name="Work",

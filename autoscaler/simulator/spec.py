@@ -122,6 +122,10 @@ class SimVertexSpec(_Spec):
     legacy_source: bool = Field(
         default=False, description="a legacy SourceFunction: busy time is NaN and there is no pendingRecords"
     )
+    counts_records_in: bool = Field(
+        default=True,
+        description="False: a source reader not built on SourceReaderBase, whose numRecordsIn stays 0",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> SimVertexSpec:

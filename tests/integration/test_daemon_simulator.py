@@ -120,6 +120,22 @@ async def test_under_provisioned_work_vertex_reaches_3_in_one_rescale_and_the_ba
     await h.close()
 
 
+async def test_source_reader_that_never_counts_records_in_is_still_scaled(harness):
+    """Found on real Flink: a FLIP-27 reader outside SourceReaderBase leaves numRecordsIn at 0. The
+    source's emitted records stand in, so the job gets the same single rescale as a counting one."""
+    h = harness()
+    job_id = h.sim.submit(
+        work_job(name="uncounted", input_rate=Constant(rate=2000.0), source_counts_records_in=False)
+    )
+
+    await h.run(15 * 60)
+
+    assert h.sim.rescale_count(job_id) == 1
+    assert h.sim.parallelism(job_id)["Work"] == 3
+    assert h.sim.backlog(job_id) < 2000.0 * TICK_S
+    await h.close()
+
+
 async def test_advisor_mode_reports_and_never_touches_the_job(harness):
     h = harness({**SHORT_WINDOWS, "job.autoscaler.scaling.enabled": "false"})
     job_id = h.sim.submit(work_job(name="advised", input_rate=Constant(rate=2000.0)))

@@ -221,6 +221,7 @@ async def test_queries_only_listed_names_per_vertex(fake: FakeFlink, client: Fli
         "Source__BacklogSource.numRecordsInPerSecond",
         "Source__BacklogSource.numRecordsIn",
         "Source__BacklogSource.numRecordsOut",
+        "Source__BacklogSource.numRecordsOutPerSecond",
         "Source__BacklogSource.pendingRecords",
     }
     assert set(queried[WORK]) == {
@@ -289,7 +290,34 @@ async def test_source_with_read_records_keeps_them(fake: FakeFlink, client: Flin
 
 async def test_idle_source_has_infinite_observed_tpr(fake: FakeFlink, client: FlinkClient) -> None:
     fake.values[SRC]["Source__BacklogSource.numRecordsInPerSecond"] = {"sum": 0.0}
+    fake.values[SRC]["Source__BacklogSource.numRecordsOutPerSecond"] = {"sum": 0.0}
     assert (await _sample(client, MetricNameCache())).vertices[SRC].observed_tpr == math.inf
+
+
+async def test_reader_that_never_counts_records_in_is_read_by_what_it_emits(
+    fake: FakeFlink, client: FlinkClient
+) -> None:
+    """A reader not built on SourceReaderBase leaves numRecordsIn at 0 while it emits; the reference
+    would take it for idle (observed TPR +inf, data rate 0) and never scale the job."""
+    fake.values[SRC]["Source__BacklogSource.numRecordsIn"] = {"sum": 0.0}
+    fake.values[SRC]["Source__BacklogSource.numRecordsInPerSecond"] = {"sum": 0.0}
+    src = (await _sample(client, MetricNameCache())).vertices[SRC]
+    assert src.num_records_in == 123361.0  # Source__BacklogSource.numRecordsOut
+    assert src.num_records_in_per_s == 1203.2  # the recorded numRecordsOutPerSecond
+    assert src.observed_tpr == pytest.approx(1_203_200.0)  # catching up, as in the recorded job
+
+
+async def test_source_that_read_nothing_yet_stays_at_zero(fake: FakeFlink, client: FlinkClient) -> None:
+    for name in ("numRecordsIn", "numRecordsOut", "numRecordsInPerSecond", "numRecordsOutPerSecond"):
+        fake.values[SRC][f"Source__BacklogSource.{name}"] = {"sum": 0.0}
+    src = (await _sample(client, MetricNameCache())).vertices[SRC]
+    assert (src.num_records_in, src.num_records_in_per_s) == (0.0, 0.0)
+
+
+async def test_records_out_nan_never_replaces_a_zero_records_in(fake: FakeFlink, client: FlinkClient) -> None:
+    fake.values[SRC]["Source__BacklogSource.numRecordsIn"] = {"sum": 0.0}
+    fake.values[SRC]["Source__BacklogSource.numRecordsOut"] = {"sum": "NaN"}
+    assert (await _sample(client, MetricNameCache())).vertices[SRC].num_records_in == 0.0
 
 
 async def test_kafka_partitions_are_counted(fake: FakeFlink, client: FlinkClient) -> None:

@@ -349,6 +349,22 @@ def test_legacy_source_reports_nan_busy_time_and_no_pending_records(clock: FakeC
     assert not any(name.endswith(".pendingRecords") for name in subtask)
 
 
+def test_source_that_does_not_count_records_in_still_counts_what_it_emits(clock: FakeClock) -> None:
+    spec = SimJobSpec(
+        name="uncounted",
+        vertices=[SimVertexSpec(name="Source: Reader", capacity_per_subtask=1000, counts_records_in=False)],
+        input_rate=Constant(10),
+    )
+    cluster = SimCluster(SimClusterSpec(), clock)
+    job_id = cluster.submit(spec)
+    clock.advance(10)
+    subtask = cluster.metric_store().jobs[job_id].vertices[cluster.vertex_ids(job_id)["Source: Reader"]][0]
+    counters = {name: subtask[f"Source__Reader.{name}"] for name in ("numRecordsIn", "numRecordsOut")}
+    rates = {name: subtask[f"Source__Reader.{name}PerSecond"] for name in ("numRecordsIn", "numRecordsOut")}
+    assert counters["numRecordsIn"] == 0 and counters["numRecordsOut"] > 0
+    assert rates["numRecordsIn"] == 0.0 and rates["numRecordsOut"] > 0
+
+
 # ---- lifecycle ----------------------------------------------------------------------------------
 
 
