@@ -31,6 +31,7 @@ from autoscaler.flink.errors import FlinkError, FlinkHTTPError, FlinkUnreachable
 from autoscaler.flink.metric_names import FlinkMetric, matching, source_partitions
 from autoscaler.flink.models import AggregatedMetric, JobDetails
 from autoscaler.model import (
+    HEAP_USAGE_RATIO,
     NAN,
     JobSample,
     JobTarget,
@@ -238,7 +239,7 @@ async def collect(
         )
         if job_level is not None:
             sample = replace(sample, custom_job_metrics=await _settled(job_level, target))
-        return sample
+        return _with_heap_usage(sample)
     except _NotRunning as err:
         return Unavailable(target, Reason.NOT_RUNNING, str(err))
     except MissingMetrics as err:
@@ -255,6 +256,14 @@ async def collect(
     finally:
         if job_level is not None and not job_level.done():
             job_level.cancel()  # the job is skipped: nobody needs its custom metrics
+
+
+def _with_heap_usage(sample: JobSample) -> JobSample:
+    """Windows the heap usage while the memory gate can fire (threshold < 1): it reads the average."""
+    if sample.target.options.memory_heap_usage_threshold >= 1:
+        return sample
+    ratio = sample.taskmanagers.heap_usage_ratio
+    return replace(sample, custom_job_metrics={**sample.custom_job_metrics, HEAP_USAGE_RATIO: ratio})
 
 
 async def _settled(job_level: Awaitable[dict[str, float]], target: JobTarget) -> dict[str, float]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from autoscaler.calendar import excluded_period_at
-from autoscaler.model import JobEvaluation, JobRef, VertexEvaluation, VertexId, frozen_map
+from autoscaler.model import HEAP_USAGE_RATIO, JobEvaluation, JobRef, VertexEvaluation, VertexId, frozen_map
 from autoscaler.reasons import Reason
 from autoscaler.resources import quota_exceeded
 from autoscaler.settings import AutoscalerOptions
@@ -257,11 +257,12 @@ def _memory_pressure(evaluation: JobEvaluation, options: AutoscalerOptions) -> s
         return (
             f"GC pressure {gc:.2f} above memory.gc-pressure.threshold {options.memory_gc_pressure_threshold}"
         )
-    heap = tm.heap_used / tm.heap_max if tm.heap_max and tm.heap_max > 0 else math.nan
+    # The window average, as the reference compares; the current sample where nothing was windowed.
+    heap, over = evaluation.custom_metric(HEAP_USAGE_RATIO)[1], "average heap usage"
+    if math.isnan(heap):
+        heap, over = tm.heap_usage_ratio, "heap usage"
     if not math.isnan(heap) and heap > options.memory_heap_usage_threshold:
-        return (
-            f"heap usage {heap:.2f} above memory.heap-usage.threshold {options.memory_heap_usage_threshold}"
-        )
+        return f"{over} {heap:.2f} above memory.heap-usage.threshold {options.memory_heap_usage_threshold}"
     return None
 
 

@@ -17,6 +17,7 @@ from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 
 __all__ = [
+    "HEAP_USAGE_RATIO",
     "NAN",
     "Edge",
     "JobEvaluation",
@@ -35,6 +36,9 @@ __all__ = [
 
 VertexId = str
 NAN = math.nan
+# Job-level windowed metric (beside the custom ones) holding max heap used / max heap max over the
+# TaskManagers: the memory-pressure gate compares its window average, as the reference does.
+HEAP_USAGE_RATIO = "autoscaler.heapUsageRatio"
 _K = TypeVar("_K")
 _V = TypeVar("_V")
 
@@ -173,6 +177,11 @@ class TaskManagerSample:
     cpu_cores_per_tm: float = NAN  # totalResource.cpuCores (taskmanager.cpu.cores, else the slot count)
     memory_per_tm: float = NAN  # memoryConfiguration.totalProcessMemory, bytes
     slots_per_tm: float = NAN  # taskmanager.numberOfTaskSlots (the mean if TaskManagers differ)
+
+    @property
+    def heap_usage_ratio(self) -> float:
+        """Heap used over heap max (each the max over TaskManagers); NaN when either is unknown."""
+        return self.heap_used / self.heap_max if self.heap_max > 0 else NAN
 
 
 @dataclass(frozen=True, slots=True)

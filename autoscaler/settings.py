@@ -275,7 +275,10 @@ class AutoscalerOptions(BaseModel):
     memory_heap_usage_threshold: float = Field(
         1.0,
         validation_alias=_k("memory.heap-usage.threshold"),
-        description="Block scaling while TaskManager heap used / max is above this (1.0: never).",
+        description=(
+            "Block scaling while the window average of TaskManager heap used / max is above this"
+            " (1.0: never)."
+        ),
     )
     history_max_count: int = Field(
         3, ge=0, validation_alias=_k("history.max.count"), description="Past scalings kept per vertex."

@@ -15,7 +15,7 @@ from flink_samples import load_fixture
 from autoscaler.clock import FakeClock
 from autoscaler.collect import MetricNameCache, collect, collect_taskmanagers, observed_true_processing_rate
 from autoscaler.flink.client import FlinkClient
-from autoscaler.model import JobRef, JobSample, JobTarget, TaskManagerSample, Unavailable
+from autoscaler.model import HEAP_USAGE_RATIO, JobRef, JobSample, JobTarget, TaskManagerSample, Unavailable
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions, BusyTimeAggregator
 from autoscaler.simulator import Constant, SimCluster, SimClusterSpec, work_job
@@ -230,6 +230,18 @@ async def test_queries_only_listed_names_per_vertex(fake: FakeFlink, client: Fli
         "accumulateBusyTimeMs",
         "numRecordsInPerSecond",
     }
+
+
+async def test_heap_usage_is_windowed_only_while_the_memory_gate_can_fire(
+    fake: FakeFlink, client: FlinkClient
+) -> None:
+    tms = TaskManagerSample(heap_used=3.0, heap_max=4.0)
+    off = await collect(client, TARGET, NOW_MS, MetricNameCache(), tms, warm_up_pause_s=0)
+    gated = JobTarget(TARGET.job, AutoscalerOptions(enabled=True, memory_heap_usage_threshold=0.9))
+    on = await collect(client, gated, NOW_MS, MetricNameCache(), tms, warm_up_pause_s=0)
+    assert isinstance(off, JobSample) and isinstance(on, JobSample)
+    assert HEAP_USAGE_RATIO not in off.custom_job_metrics  # threshold 1.0 (default): nothing to window
+    assert on.custom_job_metrics[HEAP_USAGE_RATIO] == 0.75
 
 
 @pytest.mark.parametrize(

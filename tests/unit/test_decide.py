@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from autoscaler.decide import VertexChange, decide
-from autoscaler.model import TaskManagerSample
+from autoscaler.model import HEAP_USAGE_RATIO, TaskManagerSample
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState, PendingRescale
@@ -130,6 +130,23 @@ def test_memory_pressure_blocks_and_nan_never_does(gc_ms, heap_used, blocked):
     tm = TaskManagerSample(gc_time_ms_per_s=gc_ms, heap_used=heap_used, heap_max=1.0)
     ev = make_evaluation([vertex_eval("work", 1, 3)], options=opts, taskmanagers=tm)
     assert (outcome(ev, options=opts)[0] is Reason.MEMORY_PRESSURE) is blocked
+
+
+@pytest.mark.parametrize(
+    ("current", "average", "blocked"),
+    [(0.99, 0.60, False), (0.50, 0.97, True), (0.99, math.nan, True)],
+    ids=["spike-over-a-calm-window", "calm-now-after-a-full-window", "nothing-windowed-uses-current"],
+)
+def test_heap_gate_compares_the_window_average(current, average, blocked):
+    """Reference ScalingExecutor#isJobUnderMemoryPressure: HEAP_MAX_USAGE_RATIO.getAverage()."""
+    opts = AutoscalerOptions(enabled=True, memory_heap_usage_threshold=0.95)
+    tm = TaskManagerSample(heap_used=current, heap_max=1.0)
+    ev = make_evaluation([vertex_eval("work", 1, 3)], options=opts, taskmanagers=tm)
+    ev = replace(ev, custom_metrics={"": {HEAP_USAGE_RATIO: (current, average)}})
+    d = decide(ev, JobState(), opts, 0)
+    assert (d.outcome is Reason.MEMORY_PRESSURE) is blocked
+    if blocked:
+        assert ("average heap usage" in d.detail) is not math.isnan(average)
 
 
 def test_vertex_change_rejects_invalid_values():
