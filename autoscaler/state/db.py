@@ -156,6 +156,15 @@ class Database:
         return self.transaction()
 
     @contextlib.contextmanager
+    def write_alone(self) -> Iterator[Connection]:
+        """A write transaction of its own that commits at once, never joining this thread's open one
+        (a lease must not wait for, or roll back with, the tick's writes)."""
+        with self.engine.connect() as conn:
+            conn.execution_options(**{_WRITE: True})
+            with conn.begin():
+                yield conn
+
+    @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
         """This thread's open transaction if there is one (it must see its own writes), else a new one."""
         current: Connection | None = getattr(self._local, "conn", None)

@@ -35,8 +35,14 @@ from autoscaler.state.codec import (
 )
 from autoscaler.state.db import Database
 from autoscaler.state.model import JobState, ScalingRecord
-from autoscaler.state.store import SAMPLE_FIELDS, WindowRow
-from autoscaler.state.tables import JOB_STATE, METRIC_WINDOW, SCALING_HISTORY, WINDOW_SAMPLE_COLUMNS
+from autoscaler.state.store import SAMPLE_FIELDS, Lease, WindowRow
+from autoscaler.state.tables import (
+    JOB_STATE,
+    LEASES,
+    METRIC_WINDOW,
+    SCALING_HISTORY,
+    WINDOW_SAMPLE_COLUMNS,
+)
 
 __all__ = ["SqlStateStore"]
 
@@ -260,6 +266,42 @@ class SqlStateStore:
         with self.db.write() as conn:
             result = conn.execute(query, [{"k": k, "before": b} for k, b in before_ms_by_job.items()])
             return max(0, result.rowcount)
+
+    # ------------------------------------------------------------------ leases
+    def acquire_lease(self, name: str, owner: str, now_ms: int, ttl_ms: int) -> Lease:
+        """One UPDATE that only matches a free, expired or own lease, else an INSERT that only lands
+        when there is no row: whichever daemon commits first wins, the database decides."""
+        with self.db.write_alone() as conn:
+            conn.execute(
+                sa.update(LEASES)
+                .where(
+                    LEASES.c.name == name,
+                    sa.or_(LEASES.c.owner == owner, LEASES.c.expires_ms <= now_ms),
+                )
+                .values(
+                    owner=owner,
+                    expires_ms=now_ms + ttl_ms,
+                    acquired_ms=sa.case((LEASES.c.owner == owner, LEASES.c.acquired_ms), else_=now_ms),
+                )
+            )
+            conn.execute(
+                _insert(conn, LEASES)
+                .values(name=name, owner=owner, expires_ms=now_ms + ttl_ms, acquired_ms=now_ms)
+                .on_conflict_do_nothing(index_elements=["name"])
+            )
+            row = conn.execute(sa.select(LEASES).where(LEASES.c.name == name)).one()
+        return Lease(row.name, row.owner, row.expires_ms, row.acquired_ms)
+
+    def release_lease(self, name: str, owner: str) -> None:
+        with self.db.write_alone() as conn:
+            conn.execute(
+                sa.update(LEASES).where(LEASES.c.name == name, LEASES.c.owner == owner).values(expires_ms=0)
+            )
+
+    def leases(self) -> list[Lease]:
+        with self.db.read() as conn:
+            rows = conn.execute(sa.select(LEASES).order_by(LEASES.c.name)).all()
+        return [Lease(r.name, r.owner, r.expires_ms, r.acquired_ms) for r in rows]
 
     def close(self) -> None:
         self.db.close()

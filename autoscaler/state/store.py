@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SAMPLE_FIELDS",
+    "Lease",
     "MemoryStateStore",
     "StateStore",
     "WindowRow",
@@ -89,6 +90,19 @@ def group_window(rows: Iterable[WindowRow]) -> list[WindowTick]:
     return [WindowTick(ts, since, vertices) for ts, (since, vertices) in ticks.items()]
 
 
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Which daemon acts on a cluster, and until when it may without renewing."""
+
+    name: str  # the cluster's name
+    owner: str  # the holder's instance id
+    expires_ms: int
+    acquired_ms: int  # when this owner took it (unchanged by renewals)
+
+    def held_by(self, owner: str, now_ms: int) -> bool:
+        return self.owner == owner and now_ms < self.expires_ms
+
+
 class StateStore(Protocol):
     """Per-job state and metric window, keyed by ``JobRef.key`` (``cluster/job name``).
 
@@ -103,6 +117,11 @@ class StateStore(Protocol):
       how many. ``append_windows`` / ``trim_windows`` do the same for many jobs at once (a tick's worth
       in one statement each).
     - ``delete`` drops the job's state and window.
+    - ``acquire_lease`` takes or renews a named lease atomically: it goes to ``owner`` when it is free,
+      expired (``expires_ms <= now_ms``) or already ``owner``'s, and then expires at ``now_ms + ttl_ms``;
+      either way it returns the lease as it stands afterwards. ``release_lease`` expires it at once if
+      ``owner`` holds it. Each lease call commits on its own; call them outside ``transaction()`` (SQLite
+      would wait for the open write transaction).
     """
 
     def load(self, job_key: str) -> JobState: ...
@@ -129,6 +148,12 @@ class StateStore(Protocol):
 
     def trim_windows(self, before_ms_by_job: Mapping[str, int]) -> int: ...
 
+    def acquire_lease(self, name: str, owner: str, now_ms: int, ttl_ms: int) -> Lease: ...
+
+    def release_lease(self, name: str, owner: str) -> None: ...
+
+    def leases(self) -> list[Lease]: ...
+
     def close(self) -> None: ...
 
 
@@ -142,6 +167,7 @@ class MemoryStateStore:
     def __init__(self) -> None:
         self._states: dict[str, JobState] = {}
         self._windows: dict[str, dict[tuple[int, VertexId], WindowRow]] = {}
+        self._leases: dict[str, Lease] = {}
         self._lock = threading.RLock()
         self._depth = 0
 
@@ -228,6 +254,25 @@ class MemoryStateStore:
     def trim_windows(self, before_ms_by_job: Mapping[str, int]) -> int:
         with self._lock:
             return sum(self.trim_window(key, before) for key, before in before_ms_by_job.items())
+
+    # ------------------------------------------------------------------ leases
+    def acquire_lease(self, name: str, owner: str, now_ms: int, ttl_ms: int) -> Lease:
+        with self._lock:
+            current = self._leases.get(name)
+            if current is None or current.owner == owner or current.expires_ms <= now_ms:
+                since = current.acquired_ms if current is not None and current.owner == owner else now_ms
+                current = self._leases[name] = Lease(name, owner, now_ms + ttl_ms, since)
+            return current
+
+    def release_lease(self, name: str, owner: str) -> None:
+        with self._lock:
+            current = self._leases.get(name)
+            if current is not None and current.owner == owner:
+                self._leases[name] = Lease(name, owner, 0, current.acquired_ms)
+
+    def leases(self) -> list[Lease]:
+        with self._lock:
+            return [self._leases[name] for name in sorted(self._leases)]
 
     def close(self) -> None:
         """Nothing to release; here so every store can be closed the same way."""

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 __all__ = [
     "EVENTS",
     "JOB_STATE",
+    "LEASES",
     "METADATA",
     "METRIC_WINDOW",
     "SCALING_HISTORY",
@@ -88,4 +89,13 @@ EVENTS = sa.Table(
     sa.Index("ix_autoscaler_events_dedup", "dedup_key", "ts_ms"),
     sa.Index("ix_autoscaler_events_job", "job_key", "id"),
     sa.Index("ix_autoscaler_events_last", "last_ms"),
+)
+
+LEASES = sa.Table(
+    "autoscaler_leases",
+    METADATA,
+    sa.Column("name", sa.String(256), primary_key=True),  # a cluster name
+    sa.Column("owner", sa.String(256), nullable=False),  # the holding daemon's instance id
+    sa.Column("expires_ms", sa.BigInteger, nullable=False),
+    sa.Column("acquired_ms", sa.BigInteger, nullable=False),
 )

@@ -47,7 +47,7 @@ from autoscaler.state.db import (
     migrate,
 )
 from autoscaler.state.sql import SqlStateStore
-from autoscaler.state.store import SAMPLE_FIELDS
+from autoscaler.state.store import SAMPLE_FIELDS, Lease
 from autoscaler.state.tables import JOB_STATE, METADATA, SCALING_HISTORY, VERSION_TABLE, WINDOW_SAMPLE_COLUMNS
 from autoscaler.testing import make_sample, make_topology
 
@@ -439,6 +439,63 @@ def test_concurrent_writers_do_not_lose_or_fail(durable: Backend) -> None:
     assert len(list(again.keys())) == 40
     assert again.load("c1/job-7") == full_state(14)
     assert len(again.load_window("c0/job-0")) == 15
+
+
+# ---------------------------------------------------------------------------------------------- leases
+def test_a_lease_goes_to_the_first_asker_and_stays_while_renewed(backend: Backend) -> None:
+    store = backend.store()
+    assert store.acquire_lease("prod", "a", 1_000, 30_000) == Lease("prod", "a", 31_000, 1_000)
+    assert store.acquire_lease("prod", "b", 2_000, 30_000) == Lease("prod", "a", 31_000, 1_000)
+    renewed = store.acquire_lease("prod", "a", 11_000, 30_000)
+    assert renewed == Lease("prod", "a", 41_000, 1_000)  # renewing keeps when it was taken
+    assert renewed.held_by("a", 40_999) and not renewed.held_by("a", 41_000)
+    assert not renewed.held_by("b", 11_000)
+    assert store.acquire_lease("other", "b", 11_000, 30_000).owner == "b"  # one lease per name
+    assert [(lease.name, lease.owner) for lease in store.leases()] == [("other", "b"), ("prod", "a")]
+
+
+def test_an_expired_lease_is_taken_over(backend: Backend) -> None:
+    store = backend.store()
+    store.acquire_lease("prod", "a", 0, 30_000)
+    assert store.acquire_lease("prod", "b", 29_999, 30_000).owner == "a"
+    assert store.acquire_lease("prod", "b", 30_000, 30_000) == Lease("prod", "b", 60_000, 30_000)
+    assert store.acquire_lease("prod", "a", 31_000, 30_000).owner == "b"  # the old holder stands by
+
+
+def test_a_released_lease_is_free_at_once_and_only_its_owner_releases_it(backend: Backend) -> None:
+    store = backend.store()
+    store.acquire_lease("prod", "a", 0, 30_000)
+    store.release_lease("prod", "b")
+    assert store.acquire_lease("prod", "b", 1_000, 30_000).owner == "a"
+    store.release_lease("prod", "a")
+    assert store.acquire_lease("prod", "b", 1_000, 30_000).owner == "b"
+
+
+def test_racing_daemons_get_one_lease_holder(durable: Backend) -> None:
+    """Daemons with their own engines ask at the same instant, again and again: one holder each time."""
+    stores = [durable.store() for _ in range(4)]
+    seen: list[list[str]] = [[] for _ in stores]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(stores))
+
+    def daemon(n: int) -> None:
+        try:
+            for round_ in range(10):
+                barrier.wait(timeout=60)
+                # Each round starts after the previous lease expired, so it is free for everyone.
+                lease = stores[n].acquire_lease("prod", f"d{n}", round_ * 100_000, 50_000)
+                seen[n].append(lease.owner)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=daemon, args=(n,)) for n in range(len(stores))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors
+    for round_ in range(10):
+        assert len({seen[n][round_] for n in range(len(stores))}) == 1  # every daemon saw the same holder
 
 
 def test_unreadable_values_are_logged_and_discarded(durable: Backend) -> None:
