@@ -244,9 +244,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
     from autoscaler.explain import status_table
 
     with _reader(args) as reader:
-        records, states = reader.load_decisions(), reader.load_states()
+        records, states, leases = reader.load_decisions(), reader.load_states(), reader.load_leases()
         last_events = {key: events[-1] for key in records if (events := reader.events(key))}
-    print(status_table(records, states, SystemClock().now_ms(), last_events))
+    print(status_table(records, states, SystemClock().now_ms(), last_events, leases))
     return 0
 
 

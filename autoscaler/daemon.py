@@ -117,6 +117,8 @@ class _Cluster:
     jobs: set[str] = field(default_factory=set)  # job keys seen at the last successful discovery
     flink_cooldown_ms: int = FLINK_DEFAULT_COOLDOWN_MS  # the adaptive scheduler's, from /jobmanager/config
     config_read_ms: int | None = None  # when /jobmanager/config was last read
+    lease_expires_ms: int = 0  # while later than now, this daemon holds the cluster's lease
+    lease_holder: str | None = None  # who held it at the last attempt (to log changes only)
 
 
 class Daemon:
@@ -209,6 +211,8 @@ class Daemon:
         self, cluster: _Cluster, now_ms: int, only_job: str | None = None
     ) -> tuple[list[JobSample | Unavailable], str | None]:
         name = cluster.settings.name
+        if not await self._hold_lease(cluster, now_ms):
+            return [], None
         try:
             discovery = await discover(cluster.client, cluster.settings, cluster.options)
         except FlinkError as exc:
@@ -263,6 +267,48 @@ class Daemon:
             )
         )
 
+    async def _hold_lease(self, cluster: _Cluster, now_ms: int) -> bool:
+        """Take or renew the cluster's lease in the state database: only its holder acts on the
+        cluster, so daemons sharing a database never both rescale a job. Without it (or when the
+        database cannot say) the daemon stands by for the tick: no discovery, no decisions."""
+        name, me = cluster.settings.name, self.settings.instance_id
+        ttl_ms = _ms(self.settings.effective_lease_ttl)
+        try:
+            lease = await asyncio.to_thread(self.state.acquire_lease, name, me, now_ms, ttl_ms)
+        except Exception as exc:
+            log.error("lease_unavailable", cluster=name, error=str(exc))
+            self.metrics.report_error(name, Reason.STATE_STORE_ERROR)
+            lease = None
+        held = lease is not None and lease.held_by(me, now_ms)
+        holder = lease.owner if lease is not None else None
+        if held and cluster.lease_holder != me:
+            log.info("lease_acquired", cluster=name, instance=me, previous=cluster.lease_holder)
+        elif not held and (holder != cluster.lease_holder or cluster.lease_expires_ms):
+            until = lease.expires_ms if lease is not None else None
+            log.warning("standing_by", cluster=name, instance=me, holder=holder, holder_until_ms=until)
+        if not held and cluster.lease_expires_ms:
+            self._stand_down(cluster)
+        cluster.lease_expires_ms = lease.expires_ms if held and lease is not None else 0
+        cluster.lease_holder = holder
+        self.metrics.lease_held.labels(name).set(1 if held else 0)
+        return held
+
+    def _stand_down(self, cluster: _Cluster) -> None:
+        """Drop what this process knew of the cluster's jobs; the holder keeps their stored state and
+        window, which this process replays if it takes the cluster back."""
+        keys = sorted(cluster.jobs)
+        self.evaluator.forget(keys)
+        self.metrics.forget_jobs(keys)  # before clearing jobs: a forgotten job is not "gone" (no trim)
+        self._windows_restored.difference_update(keys)
+        for key in keys:
+            cluster.names.forget(key)
+            self.retries.pop(key, None)
+        cluster.jobs = set()
+        self.metrics.jobs.labels(cluster.settings.name).set(0)
+
+    def _holds_lease(self, cluster_name: str) -> bool:
+        return self._cluster(cluster_name).lease_expires_ms > self.clock.now_ms()
+
     async def _read_flink_cooldown(self, cluster: _Cluster, now_ms: int) -> None:
         """Flink's adaptive-scheduler cooldown, re-read every few minutes (it changes only with a restart).
 
@@ -294,6 +340,12 @@ class Daemon:
         (the realizer sees the requirements already match and sends nothing).
         """
         dirty, self._dirty = self._dirty, {}
+        lapsed = {c.settings.name for c in self._clusters if not self._holds_lease(c.settings.name)}
+        if lapsed:  # another daemon may own these jobs by now: their state is its to write
+            prefixes = tuple(f"{name}/" for name in lapsed)
+            samples = [s for s in samples if s.job.cluster not in lapsed]
+            dirty = {key: state for key, state in dirty.items() if not key.startswith(prefixes)}
+            gone = [key for key in gone if not key.startswith(prefixes)]
         changed = {key: state for key, state in dirty.items() if loaded.get(key) != state}
         rows = {s.job.key: window_rows(s) for s in samples} if self.settings.persist_window else {}
         cut = {s.job.key: now_ms - _ms(s.target.options.metrics_window) for s in samples if s.job.key in rows}
@@ -506,6 +558,11 @@ class Daemon:
             changes = chain.changes
             decision = decision.with_changes(changes, Reason.SCALING, decision.detail)
 
+        if not self._holds_lease(job.cluster):
+            text = "the cluster's lease expired during this tick (another daemon may act): not rescaling"
+            log.warning("lease_expired_before_rescale", changes=_changes_key(decision))
+            self.metrics.report_error(job.cluster, Reason.LEASE_EXPIRED)
+            return JobOutcome(job, now_ms, Reason.LEASE_EXPIRED, text, decision, chain)
         self._event(
             job.key, Reason.SCALING_REPORT, EventType.NORMAL, _report_text(decision, enabled=True), now_ms
         )
@@ -798,7 +855,16 @@ class Daemon:
             log.error("tick_failed", error=str(exc), exc_info=True)
 
     async def aclose(self) -> None:
+        """Hand the held leases back (a standby takes over at its next tick), close the clients."""
         for c in self._clusters:
+            if c.lease_expires_ms:
+                name, me = c.settings.name, self.settings.instance_id
+                try:
+                    await asyncio.to_thread(self.state.release_lease, name, me)
+                    log.info("lease_released", cluster=name, instance=me)
+                except Exception as exc:  # it expires on its own after lease_ttl
+                    log.warning("lease_release_failed", cluster=c.settings.name, error=str(exc))
+                c.lease_expires_ms = 0
             with contextlib.suppress(Exception):
                 await c.client.aclose()
 

@@ -30,6 +30,7 @@ import structlog
 from autoscaler.events import Event
 from autoscaler.explain import DecisionRecord, record_from_outcome
 from autoscaler.state import JobState
+from autoscaler.state.store import Lease
 
 if TYPE_CHECKING:
     from autoscaler.daemon import JobOutcome
@@ -65,6 +66,10 @@ class DecisionReader(Protocol):
         """The job's recent events, oldest first."""
         ...
 
+    def load_leases(self) -> list[Lease]:
+        """Which daemon acts on which cluster."""
+        ...
+
 
 class DecisionWriter(Protocol):
     def save_decision(self, record: DecisionRecord) -> None:
@@ -82,6 +87,8 @@ class StateSource(Protocol):
     def keys(self) -> Iterable[str]: ...
 
     def load_many(self, job_keys: Iterable[str]) -> dict[str, JobState]: ...
+
+    def leases(self) -> list[Lease]: ...
 
 
 class EventSource(Protocol):
@@ -123,6 +130,9 @@ class StoreReader:
         if self._state is None:
             return {}
         return self._state.load_many(list(self._state.keys()))
+
+    def load_leases(self) -> list[Lease]:
+        return [] if self._state is None else self._state.leases()
 
     def events(self, job_key: str) -> list[Event]:
         if self._events is None:

@@ -45,6 +45,8 @@ def demo_settings(rest_url: str, tick_wall_s: float) -> Settings:
         control_loop_interval=timedelta(seconds=tick_wall_s),
         metrics_address="",
         autoscaler=DEMO_OPTIONS,
+        # The clock runs fast: a slow tick must not outlast the (in-memory, uncontested) lease.
+        lease_ttl=timedelta(hours=1),
     )
 
 

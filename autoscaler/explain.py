@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from autoscaler.events import Event
     from autoscaler.plugins.chain import ChainResult
     from autoscaler.state import JobState
+    from autoscaler.state.store import Lease
 
 __all__ = [
     "GATES",
@@ -453,9 +454,11 @@ def status_table(
     states: Mapping[str, JobState],
     now_ms: int,
     last_events: Mapping[str, Event] | None = None,
+    leases: Sequence[Lease] = (),
 ) -> str:
     """One row per job (outcome, cooldown left, last event), then one per vertex (parallelism,
-    recommendation, load, lag). Jobs with a state but no decision yet are listed too."""
+    recommendation, load, lag). Jobs with a state but no decision yet are listed too. Then which
+    daemon acts on each cluster (the leases in the state database)."""
     last_events = last_events or {}
     header = ("JOB / VERTEX", "P", "REC", "LOAD", "LAG", "COOLDOWN", "LAST DECISION", "LAST EVENT")
     rows: list[tuple[str, ...]] = []
@@ -474,8 +477,23 @@ def status_table(
             rec = str(v.decided if v.decided is not None else v.recommended)
             load = "-" if v.load is None else f"{v.load:.2f}"
             rows.append((f"  {v.name}", str(v.parallelism), rec, load, _count(v.lag, unit=""), "", "", ""))
-    if not rows:
-        return "no jobs recorded yet (has the daemon run a tick?)"
+    table = _columns(header, rows) if rows else "no jobs recorded yet (has the daemon run a tick?)"
+    if not leases:
+        return table
+    lease_rows = [
+        (
+            lease.name,
+            lease.owner,
+            f"{_age(lease.expires_ms - now_ms)} left"
+            if lease.expires_ms > now_ms
+            else "expired: no daemon acts on it",
+        )
+        for lease in leases
+    ]
+    return table + "\n\n" + _columns(("CLUSTER", "ACTED ON BY", "LEASE"), lease_rows)
+
+
+def _columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
     return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()

@@ -163,6 +163,12 @@ class MetricsReporter:
         self.jobs = Gauge(
             "flink_autoscaler_jobs", "Jobs autoscaled in the last tick", ("cluster",), registry=r
         )
+        self.lease_held = Gauge(
+            "flink_autoscaler_lease_held",
+            "1 while this daemon holds the cluster's lease and acts on it, 0 while it stands by",
+            ("cluster",),
+            registry=r,
+        )
         # Every metric with cluster and job labels, and its label names, for forget_jobs().
         self._per_job: tuple[tuple[Counter | Gauge, tuple[str, ...]], ...] = (
             *((gauge, _VERTEX_LABELS) for gauge, _ in self._vertex.values()),

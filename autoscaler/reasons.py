@@ -43,3 +43,4 @@ class Reason(StrEnum):
     SCALING_APPROVED = "ScalingApproved"
     SCALING_MODIFIED = "ScalingModified"
     EXCLUDED_PERIOD = "ExcludedPeriod"  # now is in job.autoscaler.excluded.periods: report, never apply
+    LEASE_EXPIRED = "LeaseExpired"  # the cluster's lease ran out during the tick: another daemon may act

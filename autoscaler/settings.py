@@ -10,6 +10,8 @@ autoscaler means the same thing here.
 from __future__ import annotations
 
 import math
+import os
+import socket
 from collections.abc import Mapping
 from datetime import timedelta
 from enum import StrEnum
@@ -742,6 +744,22 @@ class Settings(BaseSettings):
         timedelta(minutes=5),
         description="How long a rescale may take to show in /jobs/:id before it is reported stuck.",
     )
+    instance_id: str = Field(
+        default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}",
+        json_schema_extra={"doc_default": "*hostname*`:`*pid*"},
+        min_length=1,
+        max_length=256,
+        description="This daemon's name in the cluster leases of the state database (default: "
+        "hostname:pid). A stable one (the host name under systemd) lets a restarted daemon take its "
+        "clusters back at once instead of after lease_ttl.",
+    )
+    lease_ttl: Duration | None = Field(
+        None,
+        description="How long a daemon's claim on a cluster lasts unless renewed (every tick). Daemons "
+        "sharing a state database act on a cluster one at a time; the others stand by and take over "
+        "this long after the holder stopped renewing (at once after a clean shutdown). Default: "
+        "max(60 s, 3 x control_loop_interval); at least 2 x control_loop_interval.",
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -763,6 +781,20 @@ class Settings(BaseSettings):
         if dupes:
             raise ValueError(f"cluster names must be unique, repeated: {', '.join(dupes)}")
         return v
+
+    @model_validator(mode="after")
+    def _lease_outlives_a_tick(self) -> Settings:
+        if self.lease_ttl is not None and self.lease_ttl < 2 * self.control_loop_interval:
+            raise ValueError(
+                f"lease_ttl ({self.lease_ttl.total_seconds():g} s) must be at least twice "
+                f"control_loop_interval ({self.control_loop_interval.total_seconds():g} s), or a "
+                "daemon could lose its clusters between two ticks"
+            )
+        return self
+
+    @property
+    def effective_lease_ttl(self) -> timedelta:
+        return self.lease_ttl or max(timedelta(seconds=60), 3 * self.control_loop_interval)
 
     @model_validator(mode="after")
     def _options_valid(self) -> Settings:

@@ -223,6 +223,9 @@ def _options_section() -> str:
 def _default_text(field: FieldInfo) -> str:
     if field.is_required():
         return "required"
+    extra = field.json_schema_extra
+    if isinstance(extra, dict) and "doc_default" in extra:  # a default that depends on the machine
+        return str(extra["doc_default"])
     value = field.get_default(call_default_factory=True)
     if value is None:
         return "unset"

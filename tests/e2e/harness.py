@@ -817,6 +817,9 @@ class DaemonProcess:
             "autoscaler": dict(self.autoscaler),
             # The durable store (SQLite), one per daemon of a test: a restart finds its state again.
             "state_url": self.state_url,
+            # A stable name, as the systemd unit gives: a restarted daemon takes its cluster lease
+            # back at once instead of waiting for the killed process's lease to run out.
+            "instance_id": f"e2e-{self.name}",
         }
         if self.plugins_dir is not None:
             config["plugins_dir"] = str(self.plugins_dir)

@@ -76,7 +76,8 @@ def rows(out: str) -> dict[str, list[str]]:
     table = {}
     for line in out.splitlines()[1:]:
         cells = [c for c in re.split(r"\s{2,}", line.strip()) if c]
-        table[cells[0]] = cells
+        if cells:
+            table[cells[0]] = cells
     return table
 
 
@@ -87,6 +88,7 @@ async def test_status_shows_each_job_its_vertices_and_last_decision(running, cap
     assert "Scaling (0 s ago), rescale pending" in table["prod/orders"]
     assert table["prod/orders"][-1].startswith("Scaling: In-place scaling triggered")
     assert table["Work"][1:3] == ["1", "3"]  # parallelism 1, going to 3
+    assert table["prod"][1] == running.daemon.settings.instance_id  # the daemon holding the lease
 
     await running.tick(60)  # the job restarted and runs at 3: in band
     assert main(["status", *running.args]) == 0

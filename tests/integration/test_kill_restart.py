@@ -70,6 +70,8 @@ def test_sigkill_after_a_rescale_loses_no_history_or_cooldown_and_never_rescales
         base = (
             f"clusters:\n  - name: sim\n    rest_url: {server.url}\n"
             f"control_loop_interval: 1 s\nmetrics_address: ''\nlog_format: json\nstate_url: {state_url}\n"
+            # Stable across the restart, as the systemd unit's: the lease is taken back at once.
+            "instance_id: sim-daemon\n"
             "spark:\n  master: local[1]\n"
             "autoscaler:\n  job.autoscaler.enabled: true\n  job.autoscaler.metrics.window: 20 s\n"
             "  job.autoscaler.stabilization.interval: 10 s\n"

@@ -80,6 +80,7 @@ async def feed(metrics: MetricsReporter) -> None:
     metrics.forced.labels(JOB.cluster, JOB.name).inc()
     metrics.report_error(JOB.cluster, Reason.CLUSTER_UNREACHABLE)
     metrics.jobs.labels(JOB.cluster).set(1)
+    metrics.lease_held.labels(JOB.cluster).set(1)
     metrics.ticks_skipped.inc()
     sim = SimCluster(SimClusterSpec(), FakeClock())
     sim.submit(work_job(name="orders"))

@@ -32,6 +32,7 @@ from autoscaler.realize import RealizeResult
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState, PendingRescale
+from autoscaler.state.store import Lease
 from autoscaler.testing import JOB, make_evaluation, vertex_eval
 
 NOW = 1_800_000_000_000
@@ -215,6 +216,14 @@ def test_status_table_lists_jobs_vertices_cooldown_and_last_event():
     assert any(line.startswith("c1/new") and "none yet" in line for line in lines)
     src_line = next(line for line in lines if line.strip().startswith("src"))
     assert "12.0k" in src_line  # lag
+
+
+def test_status_table_names_who_acts_on_each_cluster():
+    leases = [Lease("c1", "host-a:41", NOW + 42_000, NOW - 600_000), Lease("c2", "host-b:7", NOW - 1, 0)]
+    lines = status_table({}, {}, NOW, leases=leases).splitlines()
+    assert lines[-3].split() == ["CLUSTER", "ACTED", "ON", "BY", "LEASE"]
+    assert lines[-2].split() == ["c1", "host-a:41", "42", "s", "left"]
+    assert lines[-1].split()[:2] == ["c2", "host-b:7"] and "no daemon acts" in lines[-1]
 
 
 def test_status_table_without_jobs_says_so():

@@ -1,0 +1,179 @@
+"""Daemons sharing a state database act on a cluster one at a time, and hand it over safely.
+
+Two (or more) daemons watch one simulated cluster through their own transports, on one store and one
+fake clock; a stub evaluator always recommends Work -> 3. Only the lease holder talks to the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autoscaler.clock import FakeClock
+from autoscaler.daemon import Daemon, TickReport
+from autoscaler.events import EventLog
+from autoscaler.metrics import MetricsReporter
+from autoscaler.model import JobEvaluation, JobSample
+from autoscaler.reasons import Reason
+from autoscaler.settings import ClusterSettings, Settings
+from autoscaler.simulator.engine import SimCluster
+from autoscaler.simulator.rest import transport
+from autoscaler.simulator.scenarios import work_job
+from autoscaler.simulator.spec import Constant, SimClusterSpec
+from autoscaler.state import JobState, MemoryStateStore, StateStore, open_stores
+from autoscaler.testing import FaultyTransport, StubEvaluator
+
+TTL_S = 60
+KEY = "prod/job"
+
+
+class Fleet:
+    """Daemons named by instance id on one simulated cluster, one store and one clock."""
+
+    def __init__(self, store: StateStore, names: Sequence[str] = ("a", "b")) -> None:
+        self.clock = FakeClock()
+        self.sim = SimCluster(SimClusterSpec(cooldown_after_rescaling_s=0), self.clock)
+        self.job_id = self.sim.submit(work_job(name="job", input_rate=Constant(rate=2000.0)))
+        self.state = store
+        self.transports: dict[str, FaultyTransport] = {}
+        self.metrics: dict[str, MetricsReporter] = {}
+        self.evaluators: dict[str, StubEvaluator] = {}
+        self.daemons = {name: self.daemon(name) for name in names}
+
+    def daemon(self, name: str, evaluator: StubEvaluator | None = None) -> Daemon:
+        self.transports[name] = FaultyTransport(transport(self.sim))
+        self.metrics[name] = MetricsReporter()
+        self.evaluators[name] = evaluator or StubEvaluator({"Work": 3})
+        settings = Settings(
+            clusters=[ClusterSettings(name="prod", rest_url="http://prod.invalid:8081")],
+            autoscaler={"job.autoscaler.enabled": "true"},
+            metrics_address="",
+            instance_id=name,
+            lease_ttl=timedelta(seconds=TTL_S),
+        )
+        return Daemon(
+            settings,
+            evaluator=self.evaluators[name],
+            clock=self.clock,
+            state=self.state,
+            events=EventLog(),
+            metrics=self.metrics[name],
+            transports={"prod": self.transports[name]},
+        )
+
+    async def tick(self, *names: str, seconds: float = 10) -> dict[str, TickReport]:
+        self.clock.advance(seconds)
+        return {name: await self.daemons[name].run_tick() for name in names}
+
+    def puts(self, name: str) -> int:
+        return sum(1 for method, _ in self.transports[name].requests if method == "PUT")
+
+    def held(self, name: str) -> float | None:
+        registry = self.metrics[name].registry
+        return registry.get_sample_value("flink_autoscaler_lease_held", {"cluster": "prod"})
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
+    if request.param == "memory":
+        yield MemoryStateStore()
+        return
+    stores = open_stores(f"sqlite:///{tmp_path}/state.db")
+    yield stores.state
+    stores.close()
+
+
+async def test_only_the_holder_talks_to_the_cluster_and_the_job_is_rescaled_once(store: StateStore) -> None:
+    fleet = Fleet(store, ("a", "b", "c"))
+    for _ in range(12):
+        reports = await fleet.tick("a", "b", "c")
+        assert reports["b"].outcomes == () and reports["c"].outcomes == ()
+    assert fleet.sim.rescale_count(fleet.job_id) == 1
+    assert (fleet.puts("a"), fleet.puts("b"), fleet.puts("c")) == (1, 0, 0)
+    assert fleet.transports["b"].requests == [] and fleet.evaluators["b"].calls == []  # no load on Flink
+    assert (fleet.held("a"), fleet.held("b"), fleet.held("c")) == (1, 0, 0)
+    assert [(lease.name, lease.owner) for lease in store.leases()] == [("prod", "a")]
+
+
+async def test_a_clean_shutdown_hands_the_cluster_over_at_the_next_tick(store: StateStore) -> None:
+    fleet = Fleet(store)
+    for _ in range(3):
+        await fleet.tick("a", "b")
+    history = store.load(KEY).history
+    assert len(history) == 1 and fleet.puts("a") == 1
+    await fleet.daemons["a"].aclose()
+
+    reports = await fleet.tick("b")
+    assert [o.job.key for o in reports["b"].outcomes] == [KEY] and fleet.held("b") == 1
+    assert fleet.evaluators["b"].restored[0][KEY] > 0  # b resumes a's stored window
+    for _ in range(6):
+        await fleet.tick("b")
+    assert store.load(KEY).history == history and fleet.puts("b") == 0  # nothing decided twice
+
+
+async def test_a_dead_holder_is_taken_over_once_its_lease_runs_out(store: StateStore) -> None:
+    fleet = Fleet(store)
+    await fleet.tick("a", "b")  # a takes the lease at t = 10 s and rescales, then dies (no release)
+    assert fleet.puts("a") == 1
+    expires_ms = store.leases()[0].expires_ms
+    waited: list[int] = []
+    while not (await fleet.tick("b"))["b"].outcomes:
+        waited.append(fleet.clock.now_ms())
+    assert waited and max(waited) < expires_ms <= fleet.clock.now_ms()  # not a tick early
+    assert fleet.held("b") == 1 and store.leases()[0].owner == "b"
+    for _ in range(6):
+        await fleet.tick("b")
+    assert fleet.puts("b") == 0 and len(store.load(KEY).history) == 1  # a's rescale is not repeated
+
+
+async def test_the_old_holder_stands_down_when_it_lost_the_lease(store: StateStore) -> None:
+    fleet = Fleet(store)
+    await fleet.tick("a")
+    fleet.clock.advance(TTL_S)  # a hangs for a whole ttl
+    await fleet.tick("b", seconds=0)
+    reports = await fleet.tick("a")
+    assert reports["a"].outcomes == () and fleet.held("a") == 0
+    assert KEY in fleet.evaluators["a"].forgotten  # its window goes; b's stored one is the truth
+    labels = {"cluster": "prod", "job": "job"}
+    assert fleet.metrics["a"].registry.get_sample_value("flink_autoscaler_scalings_total", labels) is None
+
+
+class SlowEvaluator(StubEvaluator):
+    """Takes longer than the lease lasts (a stalled Spark, a long GC pause)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__({"Work": 3})
+        self.clock = clock
+
+    def evaluate(self, samples: Sequence[JobSample], now_ms: int, **kwargs: Any) -> dict[str, JobEvaluation]:
+        self.clock.advance(TTL_S)
+        return super().evaluate(samples, now_ms, **kwargs)
+
+
+async def test_a_lease_that_runs_out_during_the_tick_stops_the_rescale_and_the_write() -> None:
+    store = MemoryStateStore()
+    fleet = Fleet(store, ())
+    fleet.daemons["a"] = fleet.daemon("a", SlowEvaluator(fleet.clock))
+    reports = await fleet.tick("a")
+    (outcome,) = reports["a"].outcomes
+    assert outcome.outcome is Reason.LEASE_EXPIRED and fleet.puts("a") == 0
+    assert store.load(KEY) == JobState() and store.load_window(KEY) == []  # nothing written
+    errors = {"cluster": "prod", "reason": str(Reason.LEASE_EXPIRED)}
+    assert fleet.metrics["a"].registry.get_sample_value("flink_autoscaler_errors_total", errors) == 1
+
+
+class NoLeases(MemoryStateStore):
+    def acquire_lease(self, name: str, owner: str, now_ms: int, ttl_ms: int) -> Any:
+        raise OSError("database is unreachable")
+
+
+async def test_a_daemon_that_cannot_reach_the_lease_stands_by() -> None:
+    fleet = Fleet(NoLeases(), ("a",))
+    reports = await fleet.tick("a")
+    assert reports["a"].outcomes == () and fleet.puts("a") == 0 and fleet.held("a") == 0
+    errors = {"cluster": "prod", "reason": str(Reason.STATE_STORE_ERROR)}
+    assert fleet.metrics["a"].registry.get_sample_value("flink_autoscaler_errors_total", errors) == 1
