@@ -463,6 +463,7 @@ class Daemon:
                     return self._done(JobOutcome(job, now_ms, Reason.AUTOSCALER_ERROR, detail))
                 self.metrics.report_evaluation(evaluation)
                 self._report_ineffective(evaluation, now_ms)
+                self._report_limited(evaluation, now_ms)
                 self._report_evaluator_failures(evaluation, now_ms)
                 cooldown_ms = self._cluster(job.cluster).flink_cooldown_ms
                 decision = decide(evaluation, state, options, now_ms, flink_cooldown_ms=cooldown_ms)
@@ -603,6 +604,29 @@ class Daemon:
                 f"custom evaluator: {problem}",
                 now_ms,
                 key=f"evaluator:{problem}",
+                interval_ms=_ms(options.scaling_event_interval),
+            )
+
+    def _report_limited(self, evaluation: JobEvaluation, now_ms: int) -> None:
+        """The deprecated legacy alignment moved or blocked a vertex's target: warn, as the reference."""
+        options = evaluation.sample.target.options
+        names = {v.id: v.name for v in evaluation.sample.topology}
+        for vid, v in evaluation.vertices.items():
+            if v.limited_from is None:
+                continue
+            text = (
+                f"Scaling limited detected for {names.get(vid, vid)} ({vid}) (expected parallelism: "
+                f"{v.limited_from}, actual parallelism {v.target_parallelism}): "
+                f"scaling.key-group.partitions.adjust.mode={options.key_group_partitions_adjust_mode} "
+                "found no aligned parallelism in the scaling direction"
+            )
+            self._event(
+                evaluation.job.key,
+                Reason.SCALING_LIMITED,
+                EventType.WARNING,
+                text,
+                now_ms,
+                key=f"ScalingLimited{vid}",
                 interval_ms=_ms(options.scaling_event_interval),
             )
 

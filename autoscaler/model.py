@@ -260,6 +260,9 @@ class VertexEvaluation:
     ineffective_scale_up: bool = False
     rates_from_counters: bool = False  # TPR from counter deltas (False: Flink's gauge + meter path)
     scalability_coefficient: float = 1.0  # observed-scalability alpha the scale factor was divided by
+    # The target the deprecated legacy alignment mode could not keep (it moved or blocked it): the
+    # reference warns with a ScalingLimited event. None otherwise.
+    limited_from: int | None = None
 
     @property
     def unknown(self) -> bool:

@@ -263,10 +263,12 @@ class AutoscalerOptions(BaseModel):
         validation_alias=_k("vertex.exclude.ids"),
         description="Vertex ids (hex) never scaled; vertices downstream of them still are.",
     )
-    parallelism_alignment_mode: Annotated[AlignmentMode, BeforeValidator(_upper)] = Field(
-        AlignmentMode.BALANCED,
+    parallelism_alignment_mode: Annotated[AlignmentMode | None, BeforeValidator(_upper)] = Field(
+        None,
         validation_alias=_k("scaling.parallelism-alignment.mode"),
-        description="How a target parallelism is aligned to key groups or source partitions.",
+        json_schema_extra={"doc_default": "`BALANCED`"},
+        description="How a target parallelism is aligned to key groups or source partitions. Unset, "
+        "it is BALANCED, unless the deprecated scaling.key-group.partitions.adjust.mode is set.",
     )
     memory_gc_pressure_threshold: float = Field(
         1.0,
@@ -366,7 +368,8 @@ class AutoscalerOptions(BaseModel):
     key_group_partitions_adjust_mode: Annotated[str | None, BeforeValidator(_upper)] = Field(
         None,
         validation_alias=_k("scaling.key-group.partitions.adjust.mode"),
-        description="Deprecated legacy alignment (EVENLY_SPREAD or MAXIMIZE_UTILISATION).",
+        description="Deprecated legacy alignment (EVENLY_SPREAD or MAXIMIZE_UTILISATION), used only "
+        "while scaling.parallelism-alignment.mode is unset: it blocks a scaling it cannot align.",
     )
     custom_executors: Annotated[tuple[str, ...], BeforeValidator(_csv_list)] = Field(
         (),

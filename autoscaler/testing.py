@@ -153,10 +153,16 @@ class StubEvaluator:
     """
 
     def __init__(
-        self, targets: Mapping[str, int] | None = None, *, fail: bool = False, ineffective: Sequence[str] = ()
+        self,
+        targets: Mapping[str, int] | None = None,
+        *,
+        fail: bool = False,
+        ineffective: Sequence[str] = (),
+        limited: Mapping[str, int] | None = None,
     ) -> None:
         self.targets = dict(targets or {})
         self.ineffective = set(ineffective)  # vertex names flagged as an ineffective last scale-up
+        self.limited = dict(limited or {})  # vertex name -> the target a legacy alignment could not keep
         self.fail = fail
         self.calls: list[list[str]] = []
         self.histories: list[dict[str, Any]] = []
@@ -191,6 +197,7 @@ class StubEvaluator:
                         max_parallelism=info.max_parallelism,
                     ),
                     ineffective_scale_up=info.name in self.ineffective,
+                    limited_from=self.limited.get(info.name),
                 )
             out[s.job.key] = JobEvaluation(
                 s, vertices, processing_backlog=False, window_samples=10, window_full=True

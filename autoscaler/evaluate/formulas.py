@@ -713,6 +713,7 @@ def _recommend(
         ineffective_scale_up=ineffective,
         rates_from_counters=from_counters,
         scalability_coefficient=alpha,
+        limited_from=None if unknown else rec.limited_from,
     )
 
 

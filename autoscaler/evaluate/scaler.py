@@ -15,6 +15,7 @@ from autoscaler.settings import AlignmentMode, AutoscalerOptions
 
 __all__ = [
     "ParallelismRecommendation",
+    "align_legacy",
     "align_parallelism",
     "alignment_applies",
     "clamp_scale_factor",
@@ -36,6 +37,7 @@ class ParallelismRecommendation:
     scale_factor: float  # after the max-factor clamps; NaN when the rates are unknown
     expected_processing_rate: float  # TPR / current * parallelism, after alignment (FLINK-39743)
     outside_band: bool
+    limited_from: int | None = None  # the target the legacy alignment could not keep (ScalingLimited)
 
     def __post_init__(self) -> None:
         if self.current < 1 or self.parallelism < 1:
@@ -93,15 +95,57 @@ def align_parallelism(
     if mode is AlignmentMode.OFF:
         return target
     n = num_source_partitions if num_source_partitions > 0 else max_parallelism
+    found = _first_aligned(n, current, target, max_parallelism, upper_limit, mode is AlignmentMode.BALANCED)
+    return target if found is None else found
+
+
+def align_legacy(
+    *,
+    current: int,
+    target: int,
+    max_parallelism: int,
+    upper_limit: int,
+    lower_limit: int,
+    num_source_partitions: int,
+    maximize_utilisation: bool,
+) -> tuple[int, bool]:
+    """Reference §1.7, the deprecated ``scaling.key-group.partitions.adjust.mode``, kept as it was.
+
+    The same upward search (MAXIMIZE_UTILISATION accepts like BALANCED, EVENLY_SPREAD divisors only).
+    If it finds nothing: walk down from the target to where a subtask would get more units, step back
+    up unless that p divides N, and keep at least the lower limit; a result that would turn the
+    scaling around (or cancel it) blocks it, i.e. the current parallelism stays. The flag says the
+    fallback moved or blocked the target: the reference then warns with a ``ScalingLimited`` event.
+    """
+    n = num_source_partitions if num_source_partitions > 0 else max_parallelism
+    found = _first_aligned(n, current, target, max_parallelism, upper_limit, maximize_utilisation)
+    if found is not None:
+        return found, False
+    p = target
+    while p > 0:
+        if n // p > n // target:
+            if n % p != 0:
+                p += 1
+            break
+        p -= 1
+    candidate = max(p, lower_limit)
+    turned = candidate <= current if target > current else candidate >= current
+    result = current if turned else candidate
+    return result, result != target
+
+
+def _first_aligned(
+    n: int, current: int, target: int, max_parallelism: int, upper_limit: int, accept_load_reducing: bool
+) -> int | None:
+    """The first p from the target up that divides N (or, if accepted, gives each subtask fewer units),
+    within the region of the scaling direction; None if there is none."""
     upper_align = min(n, max_parallelism, upper_limit)
     stop = upper_align if target > current else min(current, upper_align)
     per_target = n // target
     for p in range(target, stop + 1):
-        if n % p == 0:
+        if n % p == 0 or (accept_load_reducing and n // p < per_target):
             return p
-        if mode is AlignmentMode.BALANCED and n // p < per_target:
-            return p
-    return target
+    return None
 
 
 def compute_target_parallelism(
@@ -198,20 +242,35 @@ def scale_by_factor(
     factor = clamp_scale_factor(factor, options)
     scaled = factor * parallelism
     raw = _INT_MAX if not math.isfinite(scaled) else min(math.ceil(scaled), _INT_MAX)
-    new_p, _, upper_limit = limit_parallelism(
+    new_p, lower_limit, upper_limit = limit_parallelism(
         raw, current=parallelism, max_parallelism=max_parallelism, options=options
     )
+    unaligned, limited = new_p, False
+    legacy = options.key_group_partitions_adjust_mode if options.parallelism_alignment_mode is None else None
     if new_p != parallelism and alignment_applies(num_source_partitions, input_ship_strategies):
-        new_p = align_parallelism(
-            current=parallelism,
-            target=new_p,
-            max_parallelism=max_parallelism,
-            upper_limit=upper_limit,
-            num_source_partitions=num_source_partitions,
-            mode=options.parallelism_alignment_mode,
-        )
+        if legacy is not None:
+            new_p, limited = align_legacy(
+                current=parallelism,
+                target=new_p,
+                max_parallelism=max_parallelism,
+                upper_limit=upper_limit,
+                lower_limit=lower_limit,
+                num_source_partitions=num_source_partitions,
+                maximize_utilisation=legacy == "MAXIMIZE_UTILISATION",
+            )
+        else:
+            new_p = align_parallelism(
+                current=parallelism,
+                target=new_p,
+                max_parallelism=max_parallelism,
+                upper_limit=upper_limit,
+                num_source_partitions=num_source_partitions,
+                mode=options.parallelism_alignment_mode or AlignmentMode.BALANCED,
+            )
     expected = true_processing_rate / parallelism * new_p
-    return ParallelismRecommendation(parallelism, new_p, factor, expected, outside_band)
+    return ParallelismRecommendation(
+        parallelism, new_p, factor, expected, outside_band, limited_from=unaligned if limited else None
+    )
 
 
 def _no_change(parallelism: int, true_processing_rate: float) -> ParallelismRecommendation:

@@ -15,7 +15,7 @@ import pytest
 
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
-from autoscaler.events import EventLog
+from autoscaler.events import EventLog, EventType
 from autoscaler.metrics import MetricsReporter
 from autoscaler.plugins import ScalingExecutorPlugin
 from autoscaler.plugins.configured import PluginInstances
@@ -310,6 +310,17 @@ async def test_an_ineffective_scale_up_is_reported_once_per_interval():
     await w.tick()
     events = [e for e in w.events.events("a/job-a") if e.reason is Reason.INEFFECTIVE_SCALING]
     assert len(events) == 1 and "Work" in events[0].message  # the second is deduplicated within 30 min
+
+
+async def test_a_target_the_legacy_alignment_could_not_keep_is_a_scaling_limited_warning():
+    legacy = {**OPTIONS, "job.autoscaler.scaling.key-group.partitions.adjust.mode": "EVENLY_SPREAD"}
+    w = World(StubEvaluator(limited={"Work": 6}), options=legacy)
+    await w.tick()
+    await w.tick()
+    (event,) = [e for e in w.events.events("a/job-a") if e.reason is Reason.SCALING_LIMITED]
+    assert event.type is EventType.WARNING and event.count == 2  # deduplicated within the interval
+    assert "expected parallelism: 6, actual parallelism 1" in event.message
+    assert "adjust.mode=EVENLY_SPREAD" in event.message
 
 
 async def test_a_deferred_decision_is_retried_for_that_job_exactly_when_the_cooldown_ends():

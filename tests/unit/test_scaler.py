@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from autoscaler.evaluate.scaler import (
+    align_legacy,
     align_parallelism,
     alignment_applies,
     clamp_scale_factor,
@@ -180,6 +181,69 @@ def test_alignment_only_when_parallelism_changes() -> None:
     """§1.6: align only if newP != currentP (p=6 with N=128 stays 6 even though 6 does not divide 128)."""
     rec = scale(6, 1595.0, input_ship_strategies=("HASH",))
     assert rec.parallelism == 6 and not rec.changed
+
+
+# ---- the deprecated scaling.key-group.partitions.adjust.mode (§1.7 "Legacy mode"), hand-computed
+@pytest.mark.parametrize(
+    ("partitions", "current", "target", "upper", "maximize", "expected"),
+    [
+        # Found in the region: returned as the built-in modes would (N=128: 6 -> 8, or 7 maximizing).
+        (0, 10, 6, 128, False, (8, False)),
+        (0, 10, 6, 128, True, (7, False)),
+        # N=7, region [5, 6] holds no divisor: walk down to p=3 (7//3=2 > 7//5=1), 3 does not divide 7,
+        # so back up to 4 = current: the scale-up would be cancelled, so it is blocked (and reported).
+        (7, 4, 5, 6, False, (4, True)),
+        # N=7, scale-down 3 -> 2, region [2, 3] has no divisor: down to p=1 (7 > 3), 1 divides 7: 1.
+        # Further down than the target (FLINK-39299's complaint), reported.
+        (7, 3, 2, 7, False, (1, True)),
+        # MAXIMIZE_UTILISATION finds 3 in the region (7//3=2 < 7//2=3): the current parallelism, no event.
+        (7, 3, 2, 7, True, (3, False)),
+        # N=7, 2 -> 3 with the region capped at 5: the fallback lands on the target itself: 3, no event.
+        (7, 2, 3, 5, False, (3, False)),
+    ],
+)
+def test_legacy_alignment(
+    partitions: int, current: int, target: int, upper: int, maximize: bool, expected: tuple[int, bool]
+) -> None:
+    got = align_legacy(
+        current=current,
+        target=target,
+        max_parallelism=128,
+        upper_limit=upper,
+        lower_limit=1,
+        num_source_partitions=partitions,
+        maximize_utilisation=maximize,
+    )
+    assert got == expected
+
+
+def test_legacy_fallback_keeps_the_lower_limit() -> None:
+    """Walking down from target 1 never finds fewer units per subtask: p ends at 0, the limit wins."""
+    got = align_legacy(
+        current=2,
+        target=1,
+        max_parallelism=128,
+        upper_limit=128,
+        lower_limit=1,
+        num_source_partitions=7,
+        maximize_utilisation=False,
+    )
+    assert got == (1, False)  # 1 divides 7: found in the region [1, 2] already
+
+
+def test_legacy_mode_applies_only_while_the_new_key_is_unset() -> None:
+    """ParallelismAligner#resolve: the new key wins; the legacy one is honoured only without it."""
+    conf = {
+        "job.autoscaler.scaling.key-group.partitions.adjust.mode": "EVENLY_SPREAD",
+        "job.autoscaler.vertex.max-parallelism": "6",
+    }
+    # 1595 / 1000 = 1.595 x 4 -> 7, capped at 6. N = 7 partitions: 6 does not divide 7, and walking
+    # down ends at 4 = current, so the legacy mode blocks the scale-up and reports it.
+    blocked = scale(4, 1000.0, AutoscalerOptions.from_flink_conf(conf), num_source_partitions=7)
+    assert (blocked.parallelism, blocked.limited_from, blocked.changed) == (4, 6, False)
+    newer = {**conf, "job.autoscaler.scaling.parallelism-alignment.mode": "BALANCED"}
+    balanced = scale(4, 1000.0, AutoscalerOptions.from_flink_conf(newer), num_source_partitions=7)
+    assert (balanced.parallelism, balanced.limited_from) == (6, None)  # BALANCED never blocks
 
 
 def test_recommendation_rejects_bad_parallelism() -> None:

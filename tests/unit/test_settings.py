@@ -204,7 +204,8 @@ REFERENCE_KEYS = {
     "quota.cpu": (None, "12", 12.0),
     # Reference default EVENLY_SPREAD; unset here (documented in docs/configuration.md).
     "scaling.key-group.partitions.adjust.mode": (None, "maximize_utilisation", "MAXIMIZE_UTILISATION"),
-    "scaling.parallelism-alignment.mode": ("BALANCED", "evenly_spread", "EVENLY_SPREAD"),
+    # Unset means BALANCED (the reference's default), or the legacy mode above when that is set.
+    "scaling.parallelism-alignment.mode": (None, "evenly_spread", "EVENLY_SPREAD"),
     "observed-scalability.enabled": (False, "true", True),
     "observed-scalability.min-observations": (3, "4", 4),
     "observed-scalability.coefficient-min": (0.5, "0.7", 0.7),
