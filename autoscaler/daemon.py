@@ -160,6 +160,7 @@ class Daemon:
         self._scheduler: AsyncIOScheduler | None = None
         self._logged_chains: dict[str, tuple[str, ...]] = {}
         self._dirty: dict[str, JobState] = {}  # states changed this tick, written by _flush
+        self._events_out: list[tuple[Event, int]] = []  # this tick's events, recorded by _flush
         self._windows_restored: set[str] = set()  # jobs whose stored window this process replayed
         self.retries: dict[str, int] = {}  # job key -> when a cooldown-deferred decision is retried
 
@@ -334,12 +335,14 @@ class Daemon:
     async def _flush(
         self, samples: list[JobSample], loaded: Mapping[str, JobState], now_ms: int, gone: Sequence[str]
     ) -> None:
-        """Write the tick in one transaction: changed states, the tick's samples, the window trim.
+        """Write the tick in one transaction: changed states, the tick's samples, the window trim;
+        then the tick's events. All of it off the event loop.
 
         A crash before this commits loses this tick only; a rescale it issued is found again next tick
         (the realizer sees the requirements already match and sends nothing).
         """
         dirty, self._dirty = self._dirty, {}
+        events, self._events_out = self._events_out, []
         lapsed = {c.settings.name for c in self._clusters if not self._holds_lease(c.settings.name)}
         if lapsed:  # another daemon may own these jobs by now: their state is its to write
             prefixes = tuple(f"{name}/" for name in lapsed)
@@ -350,6 +353,8 @@ class Daemon:
         rows = {s.job.key: window_rows(s) for s in samples} if self.settings.persist_window else {}
         cut = {s.job.key: now_ms - _ms(s.target.options.metrics_window) for s in samples if s.job.key in rows}
         cut.update({key: now_ms + 1 for key in gone})  # a job that left drops its window rows
+        if events:
+            await asyncio.to_thread(self._record_events, events)
         if not (changed or rows or cut):
             return
 
@@ -758,10 +763,15 @@ class Daemon:
         key: str = "",
         interval_ms: int = 0,
     ) -> None:
-        try:
-            self.events.emit(Event(job_key, reason, type_, message, now_ms, key=key), interval_ms)
-        except Exception as exc:  # recording must never fail a tick
-            log.error("event_failed", error=str(exc))
+        self._events_out.append((Event(job_key, reason, type_, message, now_ms, key=key), interval_ms))
+
+    def _record_events(self, events: Sequence[tuple[Event, int]]) -> None:
+        """Runs off the event loop: a slow or hanging database must not stall the ticks."""
+        for event, interval_ms in events:
+            try:
+                self.events.emit(event, interval_ms)
+            except Exception as exc:  # recording must never fail a tick
+                log.error("event_failed", reason=str(event.reason), job=event.job_key, error=str(exc))
 
     def _save(self, job_key: str, state: JobState) -> None:
         """Remember the job's new state; ``_flush`` writes the whole tick in one transaction."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata as metadata
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -310,6 +311,35 @@ async def test_an_ineffective_scale_up_is_reported_once_per_interval():
     await w.tick()
     events = [e for e in w.events.events("a/job-a") if e.reason is Reason.INEFFECTIVE_SCALING]
     assert len(events) == 1 and "Work" in events[0].message  # the second is deduplicated within 30 min
+
+
+class ThreadRecordingLog(EventLog):
+    """Notes the thread of every emit; a database sink there must not hold up the event loop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[int] = set()
+
+    def emit(self, event: Any, interval_ms: int = 0) -> bool:
+        self.threads.add(threading.get_ident())
+        return super().emit(event, interval_ms)
+
+
+class FailingLog(EventLog):
+    def emit(self, event: Any, interval_ms: int = 0) -> bool:
+        raise OSError("events table is gone")
+
+
+async def test_events_are_recorded_off_the_event_loop_and_a_failing_sink_loses_no_state():
+    w = World(StubEvaluator({"Work": 3}))
+    w.daemon.events = w.events = ThreadRecordingLog()
+    await w.tick()
+    assert Reason.SCALING in w.events.reasons("a/job-a")
+    assert w.events.threads and threading.get_ident() not in w.events.threads
+    w2 = World(StubEvaluator({"Work": 3}))
+    w2.daemon.events = FailingLog()
+    await w2.tick()  # every emit raises: logged, and the tick's state is still written
+    assert w2.state.load("a/job-a").pending is not None and len(w2.puts("a")) == 1
 
 
 async def test_a_target_the_legacy_alignment_could_not_keep_is_a_scaling_limited_warning():
