@@ -161,6 +161,7 @@ class Daemon:
         self._logged_chains: dict[str, tuple[str, ...]] = {}
         self._dirty: dict[str, JobState] = {}  # states changed this tick, written by _flush
         self._events_out: list[tuple[Event, int]] = []  # this tick's events, recorded by _flush
+        self._outcomes_out: list[JobOutcome] = []  # this tick's outcomes, for on_outcome in _flush
         self._windows_restored: set[str] = set()  # jobs whose stored window this process replayed
         self.retries: dict[str, int] = {}  # job key -> when a cooldown-deferred decision is retried
 
@@ -343,6 +344,7 @@ class Daemon:
         """
         dirty, self._dirty = self._dirty, {}
         events, self._events_out = self._events_out, []
+        outcomes, self._outcomes_out = self._outcomes_out, []
         lapsed = {c.settings.name for c in self._clusters if not self._holds_lease(c.settings.name)}
         if lapsed:  # another daemon may own these jobs by now: their state is its to write
             prefixes = tuple(f"{name}/" for name in lapsed)
@@ -355,6 +357,8 @@ class Daemon:
         cut.update({key: now_ms + 1 for key in gone})  # a job that left drops its window rows
         if events:
             await asyncio.to_thread(self._record_events, events)
+        if outcomes:
+            await asyncio.to_thread(self._deliver_outcomes, outcomes)
         if not (changed or rows or cut):
             return
 
@@ -786,11 +790,17 @@ class Daemon:
             detail=outcome.detail,
         )
         if self.on_outcome is not None:
+            self._outcomes_out.append(outcome)
+        return outcome
+
+    def _deliver_outcomes(self, outcomes: Sequence[JobOutcome]) -> None:
+        """Runs off the event loop: the callback writes decision files."""
+        assert self.on_outcome is not None
+        for outcome in outcomes:
             try:
                 self.on_outcome(outcome)
             except Exception as exc:
-                log.error("outcome_callback_failed", error=str(exc))
-        return outcome
+                log.error("outcome_callback_failed", job=outcome.job.key, error=str(exc))
 
     def _cluster(self, name: str) -> _Cluster:
         return next(c for c in self._clusters if c.settings.name == name)
