@@ -18,7 +18,9 @@ RUN apt-get update \
 WORKDIR /opt/flink-autoscaler
 COPY pyproject.toml README.md ./
 COPY autoscaler ./autoscaler
-RUN pip install --no-cache-dir . && rm -rf /opt/flink-autoscaler/*
+# The project itself with the Spark Connect client (spark.master sc://...); the bounds are in pyproject.
+# hadolint ignore=DL3013
+RUN pip install --no-cache-dir ".[connect]" && rm -rf /opt/flink-autoscaler/*
 
 # Listen on all interfaces (the default is loopback only) so Prometheus and probes reach it; keep the
 # state database, plugins and decision files on the state volume. Environment variables win over the

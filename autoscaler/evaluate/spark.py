@@ -17,15 +17,18 @@ job. Jobs without custom metrics cost nothing: the frame exists only while it ho
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import math
 import os
 import re
+import socket
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+import structlog
 
 from autoscaler.evaluate.custom import ConfiguredEvaluator, unavailable
 from autoscaler.evaluate.formulas import (
@@ -48,6 +51,8 @@ from autoscaler.state import ScalingRecord
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+log = structlog.get_logger(__name__)
+
 __all__ = [
     "CUSTOM_COLUMNS",
     "CUSTOM_DDL",
@@ -61,6 +66,7 @@ __all__ = [
     "create_spark_session",
     "custom_aggregate_frame",
     "custom_rows_frame",
+    "is_connect",
     "rows_frame",
     "session_conf",
     "windowed_custom_metrics",
@@ -87,7 +93,14 @@ ROW_DDL = "job_key string, epoch bigint, vertex_id string, ts_ms bigint, " + ", 
 CUSTOM_COLUMNS = ("job_key", "epoch", "scope", "name", "ts_ms", "value")
 CUSTOM_DDL = "job_key string, epoch bigint, scope string, name string, ts_ms bigint, value double"
 _KEEP_DDL = "job_key string, epoch bigint, start_ms bigint"
+# Spark's error class for a local checkpoint whose blocks went with their executor: not recomputable.
+_LOST_WINDOW = "CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND"
 _STATIC_CONF = ("spark.ui.", "spark.default.parallelism", "spark.driver.", "spark.executor.")
+# A Connect server keeps each session's last resolved plans (16 by default). Every plan of ours reads a
+# window checkpoint that the next tick supersedes, so that cache would pin up to 16 stale windows in the
+# server's memory; our plans never repeat, so it saves nothing. Without it the server's ContextCleaner
+# unpersists a superseded checkpoint at its first GC after the client drops it (see :func:`_release`).
+_CONNECT_CONF = {"spark.connect.session.planCache.enabled": "false"}
 
 
 # ---------------------------------------------------------------------------------------------- session
@@ -104,6 +117,7 @@ def _cores(master: str) -> int:
 def session_conf(settings: SparkSettings) -> dict[str, str]:
     """The session settings (spark.md §2): UI off, ~2x cores partitions, Arrow, UTC; the user's win."""
     partitions = str(2 * _cores(settings.master))
+    connect = is_connect(settings.master)
     conf = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -111,28 +125,75 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.default.parallelism": partitions,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
+        **(_CONNECT_CONF if connect else {}),
     }
     conf.update(settings.conf)
-    if settings.master.startswith("sc://"):  # a Connect client can only set runtime SQL confs
+    if connect:  # a Connect client can only set runtime SQL confs
         conf = {k: v for k, v in conf.items() if not k.startswith(_STATIC_CONF)}
     return conf
 
 
-def create_spark_session(settings: SparkSettings) -> SparkSession:
-    """Start (or join) the process's one SparkSession; environment first, because the JVM reads it once."""
+def is_connect(master: str) -> bool:
+    """Whether ``master`` names a Spark Connect server (``sc://host:port``) rather than a classic master."""
+    return master.strip().startswith("sc://")
+
+
+def _on_loopback(master: str) -> bool:
+    """Whether every host of a ``spark://h1:p1,h2:p2`` master is this machine's loopback."""
+    hosts = [part.rsplit(":", 1)[0].strip("[]") for part in master.strip()[len("spark://") :].split(",")]
+    for host in hosts:
+        try:
+            address = ipaddress.ip_address(host if host != "localhost" else "127.0.0.1")
+        except ValueError:
+            try:
+                address = ipaddress.ip_address(socket.gethostbyname(host))
+            except OSError:
+                return False
+        if not address.is_loopback:
+            return False
+    return bool(hosts)
+
+
+def _prepare_environment(master: str) -> None:
+    """Environment for the local JVM, which reads it once, at the first session.
+
+    Local mode binds to loopback and runs this venv's Python. A standalone cluster's executors must
+    reach the driver, so the driver binds to loopback only when the master is on loopback too, and an
+    operator's ``PYSPARK_PYTHON`` (the executors' interpreter) is kept. A Connect client starts no JVM.
+    """
+    if is_connect(master):
+        return
+    if master.strip().startswith("spark://"):
+        if _on_loopback(master):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        return
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable  # workers must run this venv's Python (pyarrow)
+
+
+def create_spark_session(settings: SparkSettings) -> SparkSession:
+    """Start (or join) the process's one SparkSession: local, on a standalone cluster, or over Connect."""
+    _prepare_environment(settings.master)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(settings.app_name)
-    if settings.master.startswith("sc://"):
-        builder = builder.remote(settings.master)
+    if is_connect(settings.master):
+        builder = builder.remote(settings.master.strip())
     else:
         builder = builder.master(settings.master)
     for key, value in session_conf(settings).items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    if not settings.master.startswith("sc://"):
+    try:
+        session = builder.getOrCreate()
+    except ImportError as err:  # PySpark's own message names one package, not how to get them all
+        if not is_connect(settings.master):
+            raise
+        raise ImportError(
+            f"spark.master {settings.master} needs the Spark Connect client: "
+            f"pip install 'flink-autoscaler[connect]' ({err})"
+        ) from err
+    if not is_connect(settings.master):
         session.sparkContext.setLogLevel("WARN")
         _quiet_expected_warnings(session)
     return session
@@ -363,14 +424,30 @@ def _custom_aggregate(row: Mapping[str, Any]) -> CustomAggregate:
 def _release(frame: DataFrame | None) -> None:
     """Free a superseded local checkpoint now instead of whenever the JVM's GC gets to it.
 
-    Classic sessions: unpersist the checkpointed RDD behind the plan. Connect sessions release
-    the server-side checkpoint when the Python object is collected, so dropping the reference is enough.
+    Classic sessions (local or standalone): unpersist the checkpointed RDD behind the plan. A Connect
+    client has no handle on RDDs: dropping the DataFrame makes the client remove it from the server's
+    session (``CachedRemoteRelation.__del__``), and with the session's plan cache off
+    (:data:`_CONNECT_CONF`) nothing else holds it, so the server's ContextCleaner unpersists it at its
+    next GC.
     """
     if frame is None:
         return
     # Connect (no _jdf) or a plan that is not a LogicalRDD: nothing to free by hand.
     with contextlib.suppress(Exception):
         frame._jdf.queryExecution().analyzed().rdd().unpersist(False)  # type: ignore[attr-defined]
+
+
+def _lost_window(err: BaseException) -> str | None:
+    """The first line of Spark's message if ``err`` says a window checkpoint's blocks are gone, else None.
+
+    Matched by error class in the text: classic (py4j) and Connect errors carry it alike.
+    """
+    try:
+        text = str(err)
+    except Exception:  # a py4j error whose JVM is gone cannot even describe itself
+        return None
+    at = text.find(_LOST_WINDOW)
+    return None if at < 0 else text[at:].split("\n", 1)[0]
 
 
 # ---------------------------------------------------------------------------------------------- evaluator
@@ -452,7 +529,30 @@ class SparkEvaluator:
         (:class:`autoscaler.plugins.evaluators.EvaluatorInstances`); a job whose list holds an
         :class:`~autoscaler.evaluate.custom.UnavailableEvaluator` is not evaluated (``PluginFailed``).
         If Spark fails, the window bookkeeping rolls back so the next tick starts from the rows Spark has.
+        If Spark lost the rows (an executor holding a local checkpoint died: a standalone cluster or a
+        Connect server's cluster), every window starts afresh with this tick instead of every later
+        tick failing on the missing blocks: jobs read ``WindowNotFull`` for one ``metrics.window``.
         """
+        args = (samples, now_ms, restart_times_s, history, evaluators, restored)
+        try:
+            return self._evaluate(*args)
+        except Exception as err:
+            detail = _lost_window(err)
+            if detail is None:
+                raise
+            log.warning("spark_window_lost", jobs=len(self._rows_by_job), detail=detail)
+        self._drop_windows()
+        return self._evaluate(*args)
+
+    def _evaluate(
+        self,
+        samples: Sequence[JobSample],
+        now_ms: int,
+        restart_times_s: Mapping[str, float] | None,
+        history: Mapping[str, Sequence[ScalingRecord]] | None,
+        evaluators: Mapping[str, Sequence[ConfiguredEvaluator]] | None,
+        restored: Mapping[str, Sequence[JobSample]] | None,
+    ) -> dict[str, JobEvaluation]:
         saved = self._book.copy()
         replayed = self._replay(restored or {})
         ticks = self._observe(samples, now_ms)
@@ -524,6 +624,15 @@ class SparkEvaluator:
             )
             for key, t in ticks.items()
         }
+
+    def _drop_windows(self) -> None:
+        """Forget every window, in Spark and in the bookkeeping: what is left of the frames is unusable."""
+        _release(self._window)
+        _release(self._custom)
+        self._window = self._custom = None
+        self._book = WindowBook()
+        self._rows_by_job.clear()
+        self._custom_rows_by_job.clear()
 
     def _replay(self, restored: Mapping[str, Sequence[JobSample]]) -> list[tuple[int, JobSample]]:
         """Fold stored samples into the window bookkeeping as their ticks did; the (epoch, sample) kept."""
