@@ -299,11 +299,9 @@ class Daemon:
         """Drop what this process knew of the cluster's jobs; the holder keeps their stored state and
         window, which this process replays if it takes the cluster back."""
         keys = sorted(cluster.jobs)
-        self.evaluator.forget(keys)
-        self.metrics.forget_jobs(keys)  # before clearing jobs: a forgotten job is not "gone" (no trim)
+        self._forget_jobs(keys)  # before clearing jobs: a forgotten job is not "gone" (no trim)
         self._windows_restored.difference_update(keys)
         for key in keys:
-            cluster.names.forget(key)
             self.retries.pop(key, None)
         cluster.jobs = set()
         self.metrics.jobs.labels(cluster.settings.name).set(0)
@@ -749,12 +747,16 @@ class Daemon:
         live = {key for c in self._clusters for key in c.jobs}
         gone = sorted(self.metrics.known_jobs() - live)  # an unreachable cluster keeps its last job set
         if gone:
-            self.evaluator.forget(gone)
-            self.metrics.forget_jobs(gone)
-            for c in self._clusters:
-                for key in gone:
-                    c.names.forget(key)
+            self._forget_jobs(gone)
         return gone
+
+    def _forget_jobs(self, keys: Sequence[str]) -> None:
+        """Drop the jobs' Spark windows, metric series and cached metric names (not their state)."""
+        self.evaluator.forget(keys)
+        self.metrics.forget_jobs(keys)
+        for c in self._clusters:
+            for key in keys:
+                c.names.forget(key)
 
     def _event(
         self,

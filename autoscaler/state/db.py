@@ -143,14 +143,12 @@ class Database:
         if current is not None:
             yield current
             return
-        with self.engine.connect() as conn:
-            conn.execution_options(**{_WRITE: True})
-            with conn.begin():
-                self._local.conn = conn
-                try:
-                    yield conn
-                finally:
-                    self._local.conn = None
+        with self.write_alone() as conn:
+            self._local.conn = conn
+            try:
+                yield conn
+            finally:
+                self._local.conn = None
 
     def write(self) -> contextlib.AbstractContextManager[Connection]:
         return self.transaction()
