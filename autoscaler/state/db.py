@@ -16,7 +16,9 @@ SQLite needs two adjustments to behave like a database server here:
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -96,7 +98,7 @@ def _sqlite_engine(url: sa.URL, *, echo: bool) -> Engine:
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (see the module docstring)
         cursor = dbapi_connection.cursor()
         if not memory:
-            cursor.execute("PRAGMA journal_mode=WAL")
+            _use_wal(cursor)
             cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
@@ -105,6 +107,26 @@ def _sqlite_engine(url: sa.URL, *, echo: bool) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
 
     return engine
+
+
+def _use_wal(cursor: sqlite3.Cursor) -> None:
+    """Switch the file to WAL (once; the mode is stored in the file).
+
+    The switch needs the database alone, and SQLite answers it "database is locked" at once instead of
+    waiting out the busy timeout, so daemons opening a new file together retry here within that timeout.
+    """
+    deadline = time.monotonic() + _SQLITE_BUSY_TIMEOUT_S
+    pause = 0.01
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
 
 # ---------------------------------------------------------------------------------------------- database
