@@ -156,16 +156,15 @@ async def _serve(
     """Spark up, then the daemon until SIGTERM or SIGINT."""
     from autoscaler.daemon import Daemon
     from autoscaler.decision_store import JsonDecisionDir, outcome_recorder
-    from autoscaler.evaluate.spark import SparkEvaluator, create_spark_session
+    from autoscaler.evaluate.spark import start_evaluator
     from autoscaler.plugins.configured import PluginInstances
     from autoscaler.plugins.evaluators import EvaluatorInstances
     from autoscaler.state import open_stores
 
     stores = await asyncio.to_thread(open_stores, settings.state_url)  # migrates the schema
     try:
-        spark = await asyncio.to_thread(create_spark_session, settings.spark)
+        evaluator = await asyncio.to_thread(start_evaluator, settings.spark)
         try:
-            evaluator = SparkEvaluator(spark)
             await asyncio.to_thread(evaluator.warm_up)
             metrics.report_spark(True)
             daemon = Daemon(
@@ -180,7 +179,7 @@ async def _serve(
             )
             await _until_stopped(daemon)
         finally:
-            spark.stop()
+            evaluator.stop()
     finally:
         stores.close()
     return 0

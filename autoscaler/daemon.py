@@ -75,11 +75,15 @@ class Evaluator(Protocol):
         history: Mapping[str, Sequence[ScalingRecord]] | None = None,
         evaluators: Mapping[str, Sequence[ConfiguredEvaluator]] | None = None,
         restored: Mapping[str, Sequence[JobSample]] | None = None,
+        reload: Callable[[Sequence[JobSample]], Mapping[str, Sequence[JobSample]]] | None = None,
     ) -> dict[str, JobEvaluation]:
-        """Every job of the tick at once (``restored``: stored samples to replay first, see
-        ``SparkEvaluator.evaluate``); ``history`` (job key -> records, oldest first) feeds the
-        history-dependent rules (restart time, ineffective scale-ups, scalability); ``evaluators``
-        (job key -> configured custom evaluators, in order) refine each vertex's metrics."""
+        """Every job of the tick at once.
+
+        ``restored``: stored samples to replay first; ``reload``: how to fetch them all again if Spark
+        lost its windows (see ``SparkEvaluator.evaluate``); ``history`` (job key -> records, oldest
+        first) feeds the history-dependent rules (restart time, ineffective scale-ups, scalability);
+        ``evaluators`` (job key -> configured custom evaluators, in order) refine each vertex's metrics.
+        """
         ...
 
     def forget(self, job_keys: Sequence[str]) -> None: ...
@@ -388,28 +392,28 @@ class Daemon:
         self._windows_restored.update(s.job.key for s in new)
         if not new or not self.settings.persist_window:
             return {}
-
-        def load() -> dict[str, list[JobSample]]:
-            out: dict[str, list[JobSample]] = {}
-            for sample in new:
-                vertices = set(sample.topology.vertices)
-                past = [
-                    JobSample(sample.target, t.ts_ms, t.running_since_ms, sample.topology, t.vertices)
-                    for t in group_window(self.state.load_window(sample.job.key))
-                    if t.ts_ms < sample.ts_ms and set(t.vertices) == vertices
-                ]
-                if past:
-                    out[sample.job.key] = past
-            return out
-
         try:
-            restored = await asyncio.to_thread(load)
+            restored = await asyncio.to_thread(self._load_windows, new)
         except Exception as exc:  # without it the window just fills again from now on
             log.warning("window_restore_failed", error=str(exc))
             return {}
         if restored:
             log.info("windows_restored", jobs={k: len(v) for k, v in restored.items()})
         return restored
+
+    def _load_windows(self, samples: Sequence[JobSample]) -> dict[str, list[JobSample]]:
+        """Each job's stored ticks older than its sample and with its vertex set (blocking I/O)."""
+        out: dict[str, list[JobSample]] = {}
+        for sample in samples:
+            vertices = set(sample.topology.vertices)
+            past = [
+                JobSample(sample.target, t.ts_ms, t.running_since_ms, sample.topology, t.vertices)
+                for t in group_window(self.state.load_window(sample.job.key))
+                if t.ts_ms < sample.ts_ms and set(t.vertices) == vertices
+            ]
+            if past:
+                out[sample.job.key] = past
+        return out
 
     async def _evaluate(
         self,
@@ -433,6 +437,7 @@ class Daemon:
                 history=history,
                 evaluators=self.evaluators.for_samples(samples),
                 **({"restored": restored} if restored else {}),
+                **({"reload": self._load_windows} if self.settings.persist_window else {}),
             )
             evaluations = await asyncio.to_thread(evaluate)
         except Exception as exc:  # Spark failing must not stop the loop; nothing scales this tick

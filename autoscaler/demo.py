@@ -62,16 +62,14 @@ def run_demo(
         file=out,
         flush=True,
     )
-    from autoscaler.evaluate.spark import SparkEvaluator, create_spark_session
+    from autoscaler.evaluate.spark import start_evaluator
 
-    settings_probe = Settings()
-    spark = create_spark_session(settings_probe.spark)
+    evaluator = start_evaluator(Settings().spark)
     try:
-        evaluator = SparkEvaluator(spark)
         evaluator.warm_up()
         return asyncio.run(_demo(evaluator, duration_s, speed, out))
     finally:
-        spark.stop()
+        evaluator.stop()
 
 
 async def _demo(evaluator: object, duration_s: float, speed: float, out: TextIO) -> int:

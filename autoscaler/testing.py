@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -168,6 +168,8 @@ class StubEvaluator:
         self.histories: list[dict[str, Any]] = []
         self.restored: list[dict[str, int]] = []  # per call: job key -> stored samples replayed
         self.forgotten: list[str] = []
+        self.reload: Callable[[Sequence[JobSample]], Mapping[str, Sequence[JobSample]]] | None = None
+        self.samples: list[JobSample] = []  # the last call's
 
     def evaluate(
         self,
@@ -177,7 +179,10 @@ class StubEvaluator:
         history: Mapping[str, Any] | None = None,
         evaluators: Mapping[str, Any] | None = None,
         restored: Mapping[str, Sequence[JobSample]] | None = None,
+        reload: Callable[[Sequence[JobSample]], Mapping[str, Sequence[JobSample]]] | None = None,
     ) -> dict[str, JobEvaluation]:
+        self.reload = reload  # how the daemon would refill windows Spark lost
+        self.samples = list(samples)
         self.calls.append([s.job.key for s in samples])
         self.restored.append({key: len(past) for key, past in (restored or {}).items()})
         self.histories.append(dict(history or {}))

@@ -18,7 +18,7 @@ from autoscaler.evaluate.formulas import (
     evaluate_vertices,
 )
 from autoscaler.evaluate.history import record_metrics, restart_time_s, trim_history
-from autoscaler.evaluate.spark import SparkEvaluator, create_spark_session
+from autoscaler.evaluate.spark import SparkEvaluator, create_spark_session, start_evaluator
 
 __all__ = [
     "CustomAggregate",
@@ -34,5 +34,6 @@ __all__ = [
     "evaluate_vertices",
     "record_metrics",
     "restart_time_s",
+    "start_evaluator",
     "trim_history",
 ]

@@ -17,6 +17,7 @@ job. Jobs without custom metrics cost nothing: the frame exists only while it ho
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import math
 import os
@@ -94,7 +95,14 @@ CUSTOM_COLUMNS = ("job_key", "epoch", "scope", "name", "ts_ms", "value")
 CUSTOM_DDL = "job_key string, epoch bigint, scope string, name string, ts_ms bigint, value double"
 _KEEP_DDL = "job_key string, epoch bigint, start_ms bigint"
 # Spark's error class for a local checkpoint whose blocks went with their executor: not recomputable.
-_LOST_WINDOW = "CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND"
+_LOST_WINDOW = ("CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND",)
+# A Connect session the server no longer knows (it restarted, or expired the session): the client closes
+# itself and every later call fails with NO_ACTIVE_SESSION until a new session is created.
+_GONE_SESSION = ("NO_ACTIVE_SESSION", "INVALID_HANDLE.SESSION_")
+# Connect's default retry policy waits out an unreachable server for at least 10 minutes inside one
+# call. A tick fails fast instead (about 17 s: 5 retries from 50 ms, x4, at most 15 s apart): nothing
+# scales on a tick without Spark, and the next tick reconnects.
+_CONNECT_RETRIES = {"max_retries": 5, "max_backoff": 15_000}
 _STATIC_CONF = ("spark.ui.", "spark.default.parallelism", "spark.driver.", "spark.executor.")
 # A Connect server keeps each session's last resolved plans (16 by default). Every plan of ours reads a
 # window checkpoint that the next tick supersedes, so that cache would pin up to 16 stale windows in the
@@ -193,10 +201,26 @@ def create_spark_session(settings: SparkSettings) -> SparkSession:
             f"spark.master {settings.master} needs the Spark Connect client: "
             f"pip install 'flink-autoscaler[connect]' ({err})"
         ) from err
-    if not is_connect(settings.master):
+    if is_connect(settings.master):
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+
+        session.client.set_retry_policies([DefaultPolicy(**_CONNECT_RETRIES)])  # type: ignore[attr-defined]
+    else:
         session.sparkContext.setLogLevel("WARN")
         _quiet_expected_warnings(session)
     return session
+
+
+def start_evaluator(settings: SparkSettings) -> SparkEvaluator:
+    """The process's session and its evaluator; over Connect, one that reconnects if the server restarts
+    (a classic session's driver JVM is this process's own: there is nothing to reconnect to)."""
+    spark = create_spark_session(settings)
+    reconnect = functools.partial(create_spark_session, settings) if is_connect(settings.master) else None
+    try:
+        return SparkEvaluator(spark, reconnect=reconnect)
+    except BaseException:
+        spark.stop()
+        raise
 
 
 # Loggers that warn on every tick about things this evaluator does on purpose: releasing a superseded
@@ -437,17 +461,17 @@ def _release(frame: DataFrame | None) -> None:
         frame._jdf.queryExecution().analyzed().rdd().unpersist(False)  # type: ignore[attr-defined]
 
 
-def _lost_window(err: BaseException) -> str | None:
-    """The first line of Spark's message if ``err`` says a window checkpoint's blocks are gone, else None.
+def _spark_error(err: BaseException, classes: Sequence[str]) -> str | None:
+    """The first line of Spark's message from one of the error ``classes`` on, if ``err`` has one.
 
-    Matched by error class in the text: classic (py4j) and Connect errors carry it alike.
+    Matched in the text: classic (py4j) and Connect errors carry the class alike.
     """
     try:
         text = str(err)
     except Exception:  # a py4j error whose JVM is gone cannot even describe itself
         return None
-    at = text.find(_LOST_WINDOW)
-    return None if at < 0 else text[at:].split("\n", 1)[0]
+    found = [at for at in (text.find(c) for c in classes) if at >= 0]
+    return text[min(found) :].split("\n", 1)[0] if found else None
 
 
 # ---------------------------------------------------------------------------------------------- evaluator
@@ -465,8 +489,17 @@ class SparkEvaluator:
     ``evaluate`` must be called from one thread at a time (the daemon's tick).
     """
 
-    def __init__(self, spark: SparkSession, *, partitions: int | None = None) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        *,
+        partitions: int | None = None,
+        reconnect: Callable[[], SparkSession] | None = None,
+    ) -> None:
+        """``reconnect`` makes a new session when Spark Connect no longer knows this one (the server
+        restarted); without it such a session fails every tick until the process restarts."""
         self._spark = spark
+        self._reconnect = reconnect
         self._partitions = partitions or max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or "4"))
         self._book = WindowBook()
         self._window: DataFrame | None = None
@@ -486,6 +519,16 @@ class SparkEvaluator:
             collect_tick_aggregates(frame, custom_frame)
         _release(frame)
         _release(custom_frame)
+
+    @property
+    def session(self) -> SparkSession:
+        """The session this evaluator runs on now."""
+        return self._spark
+
+    def stop(self) -> None:
+        """Stop the session this evaluator runs on now (a reconnect replaces the one it started with)."""
+        with contextlib.suppress(Exception):  # a session that is gone has nothing left to stop
+            self._spark.stop()
 
     def forget(self, job_keys: Iterable[str]) -> None:
         """Drop jobs (stopped or removed); their rows leave Spark at the next tick."""
@@ -513,6 +556,7 @@ class SparkEvaluator:
         history: Mapping[str, Sequence[ScalingRecord]] | None = None,
         evaluators: Mapping[str, Sequence[ConfiguredEvaluator]] | None = None,
         restored: Mapping[str, Sequence[JobSample]] | None = None,
+        reload: Callable[[Sequence[JobSample]], Mapping[str, Sequence[JobSample]]] | None = None,
     ) -> dict[str, JobEvaluation]:
         """Append this tick's samples, slide every window, aggregate all jobs at once, evaluate each job.
 
@@ -531,18 +575,24 @@ class SparkEvaluator:
         If Spark fails, the window bookkeeping rolls back so the next tick starts from the rows Spark has.
         If Spark lost the rows (an executor holding a local checkpoint died: a standalone cluster or a
         Connect server's cluster), every window starts afresh with this tick instead of every later
-        tick failing on the missing blocks: jobs read ``WindowNotFull`` for one ``metrics.window``.
+        tick failing on the missing blocks; so do they on a new session when the Connect server lost
+        ours (``reconnect``). ``reload`` (this tick's samples -> the stored samples older than them, by
+        job key, as ``restored``) refills them at once; without it, or if it fails, jobs read
+        ``WindowNotFull`` for one ``metrics.window``.
         """
-        args = (samples, now_ms, restart_times_s, history, evaluators, restored)
         try:
-            return self._evaluate(*args)
+            return self._evaluate(samples, now_ms, restart_times_s, history, evaluators, restored)
         except Exception as err:
-            detail = _lost_window(err)
-            if detail is None:
-                raise
-            log.warning("spark_window_lost", jobs=len(self._rows_by_job), detail=detail)
-        self._drop_windows()
-        return self._evaluate(*args)
+            self._recover(err)
+        refill = restored
+        if reload is not None:
+            try:
+                refill = reload(samples)
+            except Exception as exc:  # the windows then fill from this tick on
+                log.warning("spark_window_reload_failed", error=str(exc))
+            else:
+                log.info("spark_window_reloaded", jobs={k: len(v) for k, v in refill.items()})
+        return self._evaluate(samples, now_ms, restart_times_s, history, evaluators, refill)
 
     def _evaluate(
         self,
@@ -624,6 +674,26 @@ class SparkEvaluator:
             )
             for key, t in ticks.items()
         }
+
+    def _recover(self, err: Exception) -> None:
+        """Start every window afresh if ``err`` says Spark lost them, on a new session if it lost ours;
+        re-raise anything else (and a failing reconnect: the next tick tries again)."""
+        lost = _spark_error(err, _LOST_WINDOW)
+        gone = None if lost is not None or self._reconnect is None else _spark_error(err, _GONE_SESSION)
+        if lost is None and gone is None:
+            raise err
+        jobs = len(self._rows_by_job)
+        self._drop_windows()
+        if lost is not None:
+            log.warning("spark_window_lost", jobs=jobs, detail=lost)
+            return
+        log.warning("spark_session_lost", jobs=jobs, detail=gone)
+        assert self._reconnect is not None
+        # Stopped, the dead session stops being PySpark's default: the new one takes its place, which
+        # Connect's DataFrames look up (the tick runs on worker threads that have no active session).
+        self.stop()
+        self._spark = self._reconnect()
+        log.info("spark_session_reconnected")
 
     def _drop_windows(self) -> None:
         """Forget every window, in Spark and in the bookkeeping: what is left of the frames is unusable."""

@@ -7,7 +7,7 @@ SparkContext (this run's local one, ``tests/conftest.py``), and a Connect sessio
 column functions to Connect for the whole process. The child checks that its evaluations equal the
 plain-Python oracle of ``tests/unit/test_spark_evaluator.py`` tick after tick (append, slide, restart,
 custom metrics, ``forget``, ``restored=``), that superseded window checkpoints leave the server, and
-(standalone) that losing the executor that holds the window restarts the windows instead of failing.
+(standalone) that losing the executor that holds the window refills the windows instead of failing.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ import socket
 import subprocess
 import sys
 import time
+import traceback
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -154,9 +155,8 @@ class StandaloneCluster:
     worker_pgid: int  # the Worker's process group, its executors included
 
 
-@pytest.fixture(scope="module")
-def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
-    workdir = tmp_path_factory.mktemp("spark-connect")
+def _start_connect_server(servers: list[_Server], name: str, workdir: Path, port: int) -> ConnectServer:
+    """Start a Connect server on ``port`` (listed in ``servers`` at once, for the teardown)."""
     cmd = [
         str(_spark_home() / "bin" / "spark-submit"),
         "--class",
@@ -166,18 +166,24 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
         "--name",
         "connect-server",
         *("--conf", "spark.connect.grpc.binding.address=127.0.0.1"),
-        *("--conf", f"spark.connect.grpc.binding.port={_free_port()}"),
+        *("--conf", f"spark.connect.grpc.binding.port={port}"),
         *("--conf", f"spark.ui.port={_free_port()}"),
         *("--conf", "spark.ui.showConsoleProgress=false"),
         # A System.gc() every second, so the ContextCleaner frees what no one holds within seconds.
         *("--conf", "spark.cleaner.periodicGC.interval=1s"),
         "spark-internal",
     ]
+    servers.append(server := _Server.start(name, cmd, workdir, _server_env()))
+    ui_port = server.wait_for(r"Successfully started service 'SparkUI' on port (\d+)")[1]
+    address = server.wait_for(r"Spark Connect server started at: (\S+:\d+)")[1]
+    return ConnectServer(f"sc://{address}", f"http://127.0.0.1:{ui_port}")
+
+
+@pytest.fixture(scope="module")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
     with _servers() as servers:
-        servers.append(server := _Server.start("connect", cmd, workdir, _server_env()))
-        ui_port = server.wait_for(r"Successfully started service 'SparkUI' on port (\d+)")[1]
-        address = server.wait_for(r"Spark Connect server started at: (\S+:\d+)")[1]
-        yield ConnectServer(f"sc://{address}", f"http://127.0.0.1:{ui_port}")
+        workdir = tmp_path_factory.mktemp("spark-connect")
+        yield _start_connect_server(servers, "connect", workdir, _free_port())
 
 
 @pytest.fixture(scope="module")
@@ -227,6 +233,42 @@ def _run_checks(master: str, ui: str = "", worker_pgid: int = 0) -> str:
 def test_evaluator_on_spark_connect_equals_the_oracle(connect_server: ConnectServer) -> None:
     out = _run_checks(connect_server.url, connect_server.ui)
     assert "remote checks passed" in out
+
+
+@pytest.mark.spark
+@needs_java
+def test_a_restarted_connect_server_gives_the_evaluator_a_new_session_and_its_windows_back(
+    tmp_path: Path,
+) -> None:
+    """The server forgets every session when it restarts; the evaluator reconnects and reloads."""
+    port = _free_port()
+    with _servers() as servers:
+        connect = _start_connect_server(servers, "connect-1", tmp_path, port)
+        env = _server_env()
+        env.pop("SPARK_LOCAL_IP")
+        with (tmp_path / "child.out").open("w") as out, (tmp_path / "child.err").open("w") as err:
+            child = subprocess.Popen(
+                [sys.executable, __file__, "reconnect", connect.url, str(tmp_path)],
+                env=env,
+                stdout=out,
+                stderr=err,
+                text=True,
+            )
+        try:
+            deadline = time.monotonic() + CHILD_TIMEOUT_S
+            while not (tmp_path / "ready").exists() and child.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert (tmp_path / "ready").exists(), (tmp_path / "child.err").read_text()[-12000:]
+            servers[0].stop()
+            _start_connect_server(servers, "connect-2", tmp_path, port)
+            (tmp_path / "restarted").touch()
+            child.wait(timeout=CHILD_TIMEOUT_S)
+        finally:
+            if child.poll() is None:
+                child.kill()
+        output = (tmp_path / "child.out").read_text()
+        assert child.returncode == 0, f"{output}\n--- stderr\n{(tmp_path / 'child.err').read_text()[-12000:]}"
+        assert "reconnect checks passed" in output
 
 
 @pytest.mark.spark
@@ -440,15 +482,19 @@ def _executors_of(pgid: int) -> list[int]:
     return pids
 
 
-def _a_lost_executor_restarts_the_windows(session: Any, worker_pgid: int) -> None:
-    """Local checkpoints live on one executor: when it dies the window is gone, and the evaluator starts
-    every window afresh (as an oracle that starts afresh) instead of failing every later tick."""
-    from test_spark_evaluator import T0, PythonEvaluator, assert_same, job_sample, noisy_vertex
+def _stored_ticks(ours: Any, seed: int) -> tuple[Callable[[int], tuple[Any, Any]], list[list[str]]]:
+    """``tick(i)``: (ours, a plain-Python oracle that never loses anything) on tick ``i`` of 2 jobs.
+    Every sample is kept, as the daemon's state database does, for ``reload``; ``reloads`` lists the
+    job keys of each reload the evaluator asked for."""
+    from test_spark_evaluator import T0, PythonEvaluator, job_sample, noisy_vertex
 
-    from autoscaler.evaluate.spark import SparkEvaluator
+    rng, oracle = random.Random(seed), PythonEvaluator()
+    stored: dict[str, list[Any]] = {}
+    reloads: list[list[str]] = []
 
-    rng = random.Random(17)
-    ours, oracle = SparkEvaluator(session), PythonEvaluator()
+    def reload(samples: Any) -> dict[str, list[Any]]:
+        reloads.append(sorted(s.job.key for s in samples))
+        return {s.job.key: list(stored[s.job.key]) for s in samples}
 
     def tick(i: int) -> tuple[Any, Any]:
         now = T0 + i * 10_000
@@ -456,21 +502,73 @@ def _a_lost_executor_restarts_the_windows(session: Any, worker_pgid: int) -> Non
             job_sample(name, now, {vid: noisy_vertex(rng, i * 10.0, 50.0) for vid in vertices})
             for name, vertices in (("a", ("src", "work")), ("c", ("src",)))
         ]
-        return ours.evaluate(samples, now), oracle.evaluate(samples, now)
+        got = ours.evaluate(samples, now, reload=reload), oracle.evaluate(samples, now)
+        for sample in samples:
+            stored.setdefault(sample.job.key, []).append(sample)
+        return got
 
+    return tick, reloads
+
+
+def _a_lost_executor_restarts_the_windows(session: Any, worker_pgid: int) -> None:
+    """Local checkpoints live on one executor: when it dies the window is gone. The evaluator refills
+    every window from the stored samples (``reload``, as the daemon gives it from its state database)
+    and evaluates on as if nothing was lost, instead of failing every later tick."""
+    from test_spark_evaluator import assert_same
+
+    from autoscaler.evaluate.spark import SparkEvaluator
+
+    tick, reloads = _stored_ticks(SparkEvaluator(session), seed=17)
     for i in range(3):
         assert_same(*tick(i))
     executors = _executors_of(worker_pgid)
     assert executors, "no executor in the Worker's process group"
     for pid in executors:
         os.kill(pid, signal.SIGKILL)
-    oracle = PythonEvaluator()
     for i in range(3, 5):
         got, want = tick(i)
         assert_same(got, want)
-    assert got["c1/a"].window_samples == 2 and got["c1/a"].vertices
+    assert reloads == [["c1/a", "c1/c"]]  # once, at the tick that found the blocks gone
+    assert got["c1/a"].window_samples > 2 and got["c1/a"].vertices  # afresh, it would hold 2
 
 
-if __name__ == "__main__":  # the child of _run_checks; a file, as PySpark wants a real __main__
+def reconnect_checks(url: str, handshake: Path) -> None:
+    """Ticks on ``url``, then (after the parent restarted the server) ticks that equal the oracle that
+    lost nothing: the evaluator made a new session once and replayed the stored samples into it."""
+    from test_spark_evaluator import assert_same
+
+    from autoscaler.evaluate.spark import start_evaluator
+
+    ours = start_evaluator(SparkSettings(master=url, app_name=APP_NAME))
+    first = ours.session
+    [policy] = first.client.get_retry_policies()
+    assert policy.max_retries == 5, policy.max_retries  # a tick fails fast while the server is away
+    tick, reloads = _stored_ticks(ours, seed=23)
+    for i in range(3):
+        assert_same(*tick(i))
+    (handshake / "ready").touch()
+    deadline = time.monotonic() + CHILD_TIMEOUT_S
+    while not (handshake / "restarted").exists():
+        assert time.monotonic() < deadline, "the parent never restarted the server"
+        time.sleep(0.2)
+    for i in range(3, 5):
+        got, want = tick(i)
+        assert_same(got, want)
+    assert ours.session is not first
+    assert reloads == [["c1/a", "c1/c"]], reloads  # once, at the first tick on the new server
+    assert got["c1/a"].window_samples > 2  # afresh, it would hold 2
+    ours.stop()
+    print("reconnect checks passed")
+
+
+if __name__ == "__main__":  # the child of the tests above; a file, as PySpark wants a real __main__
     sys.path[1:1] = [str(TESTS / "unit"), str(TESTS)]
-    remote_checks(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    try:
+        if sys.argv[1] == "reconnect":
+            reconnect_checks(sys.argv[2], Path(sys.argv[3]))
+        else:
+            remote_checks(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    except BaseException:  # exit now: a Connect client's threads may keep a failed child alive
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)

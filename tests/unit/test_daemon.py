@@ -45,6 +45,7 @@ class World:
         options: dict[str, str] | None = None,
         flink_cooldown_s: float = 0,
         stores: Any = None,
+        persist_window: bool = True,
     ) -> None:
         self.clock = FakeClock()
         self.sims = {
@@ -68,6 +69,7 @@ class World:
             autoscaler=options or OPTIONS,
             metrics_address="",
             confirm_timeout=timedelta(seconds=confirm_timeout_s),
+            persist_window=persist_window,
         )
         self.daemon = Daemon(
             settings,
@@ -447,6 +449,26 @@ def _restarted(w: World, stores: Any) -> Daemon:
         metrics=MetricsReporter(),
         transports=w.transports,
     )
+
+
+async def test_windows_spark_lost_are_reloaded_from_the_state_database(tmp_path):
+    w = World(StubEvaluator({"Work": 3}), stores=open_stores(f"sqlite:///{tmp_path / 'state.db'}"))
+    ticks = [await w.tick() for _ in range(3)]
+    reload = w.daemon.evaluator.reload
+    assert reload is not None  # handed to the evaluator at every tick, for it to call if Spark loses the rows
+    current = w.daemon.evaluator.samples
+    stored = reload(current)
+    assert set(stored) == {s.job.key for s in current}
+    for sample in current:  # every tick stored before this one, this tick's sample not included
+        past = stored[sample.job.key]
+        assert [p.ts_ms for p in past] == [t.now_ms for t in ticks[:-1]]
+        assert all(set(p.vertices) == set(sample.topology.vertices) for p in past)
+
+
+async def test_without_a_persisted_window_there_is_nothing_to_reload():
+    w = World(StubEvaluator({"Work": 3}), persist_window=False)
+    await w.tick()
+    assert w.daemon.evaluator.reload is None
 
 
 async def test_a_daemon_restarted_on_the_same_database_keeps_history_and_cooldown_and_never_rescales_twice(
