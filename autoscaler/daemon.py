@@ -50,6 +50,7 @@ from autoscaler.state import (
     PendingRescale,
     ScalingRecord,
     StateStore,
+    custom_window_rows,
     group_window,
     window_rows,
 )
@@ -355,6 +356,8 @@ class Daemon:
             gone = [key for key in gone if not key.startswith(prefixes)]
         changed = {key: state for key, state in dirty.items() if loaded.get(key) != state}
         rows = {s.job.key: window_rows(s) for s in samples} if self.settings.persist_window else {}
+        custom = {s.job.key: custom_window_rows(s) for s in samples if s.job.key in rows}
+        custom = {key: measured for key, measured in custom.items() if measured}
         cut = {s.job.key: now_ms - _ms(s.target.options.metrics_window) for s in samples if s.job.key in rows}
         cut.update({key: now_ms + 1 for key in gone})  # a job that left drops its window rows
         if events:
@@ -370,6 +373,8 @@ class Daemon:
                     self.state.save_many(changed)
                 if rows:
                     self.state.append_windows(rows)
+                if custom:
+                    self.state.append_custom_windows(custom)
                 if cut:
                     self.state.trim_windows(cut)
 
@@ -407,8 +412,18 @@ class Daemon:
         for sample in samples:
             vertices = set(sample.topology.vertices)
             past = [
-                JobSample(sample.target, t.ts_ms, t.running_since_ms, sample.topology, t.vertices)
-                for t in group_window(self.state.load_window(sample.job.key))
+                JobSample(
+                    sample.target,
+                    t.ts_ms,
+                    t.running_since_ms,
+                    sample.topology,
+                    t.vertices,
+                    custom_vertex_metrics=t.custom_vertex_metrics,
+                    custom_job_metrics=t.custom_job_metrics,
+                )
+                for t in group_window(
+                    self.state.load_window(sample.job.key), self.state.load_custom_window(sample.job.key)
+                )
                 if t.ts_ms < sample.ts_ms and set(t.vertices) == vertices
             ]
             if past:

@@ -167,6 +167,7 @@ class StubEvaluator:
         self.calls: list[list[str]] = []
         self.histories: list[dict[str, Any]] = []
         self.restored: list[dict[str, int]] = []  # per call: job key -> stored samples replayed
+        self.replayed: list[dict[str, Sequence[JobSample]]] = []  # per call: those samples
         self.forgotten: list[str] = []
         self.reload: Callable[[Sequence[JobSample]], Mapping[str, Sequence[JobSample]]] | None = None
         self.samples: list[JobSample] = []  # the last call's
@@ -185,6 +186,7 @@ class StubEvaluator:
         self.samples = list(samples)
         self.calls.append([s.job.key for s in samples])
         self.restored.append({key: len(past) for key, past in (restored or {}).items()})
+        self.replayed.append(dict(restored or {}))
         self.histories.append(dict(history or {}))
         if self.fail:
             raise RuntimeError("Spark session is gone")

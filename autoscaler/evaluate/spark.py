@@ -623,7 +623,10 @@ class SparkEvaluator:
             ]
         )
         custom_rows = custom_rows_frame(
-            row for key, t in kept for row in _custom_rows(key, t.status.epoch, t.sample)
+            [
+                *(row for epoch, s in replayed for row in _custom_rows(s.job.key, epoch, s)),
+                *(row for key, t in kept for row in _custom_rows(key, t.status.epoch, t.sample)),
+            ]
         )
         keep_frame = pd.DataFrame(
             {

@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from autoscaler.state.model import DelayedScaleDown, JobState, PendingRescale, ScalingRecord
 from autoscaler.state.store import (
+    CustomWindowRow,
     MemoryStateStore,
     StateStore,
     WindowRow,
     WindowTick,
+    custom_window_rows,
     group_window,
     window_rows,
 )
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from autoscaler.state.stores import Stores
 
 __all__ = [
+    "CustomWindowRow",
     "Database",
     "DelayedScaleDown",
     "JobState",
@@ -43,6 +46,7 @@ __all__ = [
     "Stores",
     "WindowRow",
     "WindowTick",
+    "custom_window_rows",
     "group_window",
     "open_database",
     "open_stores",

@@ -35,8 +35,9 @@ from autoscaler.state.codec import (
 )
 from autoscaler.state.db import Database
 from autoscaler.state.model import JobState, ScalingRecord
-from autoscaler.state.store import SAMPLE_FIELDS, Lease, WindowRow
+from autoscaler.state.store import SAMPLE_FIELDS, CustomWindowRow, Lease, WindowRow
 from autoscaler.state.tables import (
+    CUSTOM_WINDOW,
     JOB_STATE,
     LEASES,
     METRIC_WINDOW,
@@ -50,6 +51,7 @@ log = structlog.get_logger("autoscaler.state")
 
 _CHUNK = 500  # keys per IN (...) list: well under every database's bound-parameter limit
 _STORED_FIELDS = tuple(f for f in SAMPLE_FIELDS if f in WINDOW_SAMPLE_COLUMNS)
+_WINDOWS = (METRIC_WINDOW, CUSTOM_WINDOW)  # what the trims and delete cover
 
 
 def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
@@ -194,7 +196,7 @@ class SqlStateStore:
 
     def delete(self, job_key: str) -> None:
         with self.db.write() as conn:
-            for table in (JOB_STATE, SCALING_HISTORY, METRIC_WINDOW):
+            for table in (JOB_STATE, SCALING_HISTORY, *_WINDOWS):
                 conn.execute(sa.delete(table).where(table.c.job_key == job_key))
 
     def keys(self) -> Iterable[str]:
@@ -248,24 +250,51 @@ class SqlStateStore:
             for row in result
         ]
 
-    def trim_window(self, job_key: str | None, before_ms: int) -> int:
-        """Drop rows older than ``before_ms`` (of one job, or of every job with ``None``)."""
-        query = sa.delete(METRIC_WINDOW).where(METRIC_WINDOW.c.ts_ms < before_ms)
-        if job_key is not None:
-            query = query.where(METRIC_WINDOW.c.job_key == job_key)
+    def append_custom_windows(self, rows_by_job: Mapping[str, Iterable[CustomWindowRow]]) -> None:
+        values = [
+            {"job_key": job_key, "ts_ms": r.ts_ms, "scope": r.scope, "name": r.name, "value": r.value}
+            for job_key, rows in rows_by_job.items()
+            for r in rows
+        ]
+        if not values:
+            return
         with self.db.write() as conn:
-            return conn.execute(query).rowcount
+            conn.execute(_insert(conn, CUSTOM_WINDOW).on_conflict_do_nothing(), values)
+
+    def load_custom_window(self, job_key: str) -> list[CustomWindowRow]:
+        c = CUSTOM_WINDOW.c
+        query = sa.select(c.scope, c.name, c.ts_ms, c.value).where(c.job_key == job_key)
+        with self.db.read() as conn:
+            result = conn.execute(query.order_by(c.ts_ms, c.scope, c.name)).all()
+        return [CustomWindowRow(scope, name, ts_ms, float(value)) for scope, name, ts_ms, value in result]
+
+    def trim_window(self, job_key: str | None, before_ms: int) -> int:
+        """Drop rows older than ``before_ms`` (of one job, or of every job with ``None``); the count is
+        of the metric window's rows (custom metrics are dropped alike, not counted)."""
+        dropped = 0
+        with self.db.write() as conn:
+            for table in _WINDOWS:
+                query = sa.delete(table).where(table.c.ts_ms < before_ms)
+                if job_key is not None:
+                    query = query.where(table.c.job_key == job_key)
+                rowcount = conn.execute(query).rowcount
+                dropped = rowcount if table is METRIC_WINDOW else dropped
+        return dropped
 
     def trim_windows(self, before_ms_by_job: Mapping[str, int]) -> int:
-        """``trim_window`` for many jobs, each with its own cutoff, in one statement."""
+        """``trim_window`` for many jobs, each with its own cutoff, in one statement per table."""
         if not before_ms_by_job:
             return 0
-        query = sa.delete(METRIC_WINDOW).where(
-            METRIC_WINDOW.c.job_key == sa.bindparam("k"), METRIC_WINDOW.c.ts_ms < sa.bindparam("before")
-        )
+        params = [{"k": k, "before": b} for k, b in before_ms_by_job.items()]
+        dropped = 0
         with self.db.write() as conn:
-            result = conn.execute(query, [{"k": k, "before": b} for k, b in before_ms_by_job.items()])
-            return max(0, result.rowcount)
+            for table in _WINDOWS:
+                query = sa.delete(table).where(
+                    table.c.job_key == sa.bindparam("k"), table.c.ts_ms < sa.bindparam("before")
+                )
+                rowcount = max(0, conn.execute(query, params).rowcount)
+                dropped = rowcount if table is METRIC_WINDOW else dropped
+        return dropped
 
     # ------------------------------------------------------------------ leases
     def acquire_lease(self, name: str, owner: str, now_ms: int, ttl_ms: int) -> Lease:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Protocol
 
 from autoscaler.model import VertexId, VertexSample, frozen_map
 from autoscaler.state.model import JobState
@@ -23,11 +23,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SAMPLE_FIELDS",
+    "CustomWindowRow",
     "Lease",
     "MemoryStateStore",
     "StateStore",
     "WindowRow",
     "WindowTick",
+    "custom_window_rows",
     "group_window",
     "window_rows",
 ]
@@ -64,12 +66,25 @@ class WindowRow:
 
 
 @dataclass(frozen=True, slots=True)
+class CustomWindowRow:
+    """One measured custom metric at one tick: ``scope`` is a vertex id, or ``""`` for a job-level one
+    (TaskManager or external). Not-measured (NaN) values are not stored: they add nothing to a window."""
+
+    scope: str
+    name: str
+    ts_ms: int
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
 class WindowTick:
     """A job's stored rows of one tick, grouped back: what the evaluator's window replays on restore."""
 
     ts_ms: int
     running_since_ms: int
     vertices: Mapping[VertexId, VertexSample]
+    custom_vertex_metrics: Mapping[VertexId, Mapping[str, float]] = field(default_factory=dict)
+    custom_job_metrics: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vertices", frozen_map(self.vertices))
@@ -82,12 +97,29 @@ def window_rows(sample: JobSample) -> tuple[WindowRow, ...]:
     )
 
 
-def group_window(rows: Iterable[WindowRow]) -> list[WindowTick]:
-    """Rows (any order) grouped by tick, oldest first."""
+def custom_window_rows(sample: JobSample) -> tuple[CustomWindowRow, ...]:
+    """The measured custom metrics one collected sample adds to its job's stored window."""
+    scoped = [*sample.custom_vertex_metrics.items(), ("", sample.custom_job_metrics)]
+    return tuple(
+        CustomWindowRow(scope, name, sample.ts_ms, float(value))
+        for scope, values in scoped
+        for name, value in values.items()
+        if not math.isnan(value)
+    )
+
+
+def group_window(rows: Iterable[WindowRow], custom: Iterable[CustomWindowRow] = ()) -> list[WindowTick]:
+    """Rows (any order) grouped by tick, oldest first, each with the custom metrics of its tick."""
     ticks: dict[int, tuple[int, dict[VertexId, VertexSample]]] = {}
     for row in sorted(rows, key=lambda r: (r.ts_ms, r.vertex)):
         ticks.setdefault(row.ts_ms, (row.running_since_ms, {}))[1][row.vertex] = row.sample
-    return [WindowTick(ts, since, vertices) for ts, (since, vertices) in ticks.items()]
+    by_tick: dict[int, tuple[dict[VertexId, dict[str, float]], dict[str, float]]] = {}
+    for c in custom:
+        per_vertex, per_job = by_tick.setdefault(c.ts_ms, ({}, {}))
+        (per_vertex.setdefault(c.scope, {}) if c.scope else per_job)[c.name] = c.value
+    return [
+        WindowTick(ts, since, vertices, *by_tick.get(ts, ({}, {}))) for ts, (since, vertices) in ticks.items()
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +148,8 @@ class StateStore(Protocol):
       rows oldest first (then by vertex); ``trim_window`` drops rows older than ``before_ms`` and returns
       how many. ``append_windows`` / ``trim_windows`` do the same for many jobs at once (a tick's worth
       in one statement each).
+    - ``append_custom_windows`` / ``load_custom_window`` do the same for the custom metrics of each
+      tick (a row per measured (tick, scope, name)); the trims and ``delete`` cover them too.
     - ``delete`` drops the job's state and window.
     - ``acquire_lease`` takes or renews a named lease atomically: it goes to ``owner`` when it is free,
       expired (``expires_ms <= now_ms``) or already ``owner``'s, and then expires at ``now_ms + ttl_ms``;
@@ -144,6 +178,10 @@ class StateStore(Protocol):
 
     def load_window(self, job_key: str) -> list[WindowRow]: ...
 
+    def append_custom_windows(self, rows_by_job: Mapping[str, Iterable[CustomWindowRow]]) -> None: ...
+
+    def load_custom_window(self, job_key: str) -> list[CustomWindowRow]: ...
+
     def trim_window(self, job_key: str | None, before_ms: int) -> int: ...
 
     def trim_windows(self, before_ms_by_job: Mapping[str, int]) -> int: ...
@@ -167,6 +205,7 @@ class MemoryStateStore:
     def __init__(self) -> None:
         self._states: dict[str, JobState] = {}
         self._windows: dict[str, dict[tuple[int, VertexId], WindowRow]] = {}
+        self._custom: dict[str, dict[tuple[int, str, str], CustomWindowRow]] = {}
         self._leases: dict[str, Lease] = {}
         self._lock = threading.RLock()
         self._depth = 0
@@ -192,6 +231,7 @@ class MemoryStateStore:
         with self._lock:
             self._states.pop(job_key, None)
             self._windows.pop(job_key, None)
+            self._custom.pop(job_key, None)
 
     def keys(self) -> Iterable[str]:
         with self._lock:
@@ -209,11 +249,12 @@ class MemoryStateStore:
                 return
             states = dict(self._states)
             windows = {key: dict(rows) for key, rows in self._windows.items()}
+            custom = {key: dict(rows) for key, rows in self._custom.items()}
             self._depth = 1
             try:
                 yield
             except BaseException:
-                self._states, self._windows = states, windows
+                self._states, self._windows, self._custom = states, windows, custom
                 raise
             finally:
                 self._depth = 0
@@ -235,21 +276,23 @@ class MemoryStateStore:
             window = self._windows.get(job_key, {})
             return [window[k] for k in sorted(window)]
 
-    def trim_window(self, job_key: str | None, before_ms: int) -> int:
+    def append_custom_windows(self, rows_by_job: Mapping[str, Iterable[CustomWindowRow]]) -> None:
         with self._lock:
-            keys: Sequence[str] = list(self._windows) if job_key is None else [job_key]
-            dropped = 0
-            for key in keys:
-                window = self._windows.get(key)
-                if not window:
-                    continue
-                old = [k for k in window if k[0] < before_ms]
-                for k in old:
-                    del window[k]
-                dropped += len(old)
-                if not window:
-                    del self._windows[key]
-            return dropped
+            for job_key, rows in rows_by_job.items():
+                window = self._custom.setdefault(job_key, {})
+                for row in rows:
+                    window.setdefault((row.ts_ms, row.scope, row.name), row)
+
+    def load_custom_window(self, job_key: str) -> list[CustomWindowRow]:
+        with self._lock:
+            window = self._custom.get(job_key, {})
+            return [window[k] for k in sorted(window)]
+
+    def trim_window(self, job_key: str | None, before_ms: int) -> int:
+        """Rows dropped; of the custom metrics too, which are not counted."""
+        with self._lock:
+            _trim(self._custom, job_key, before_ms)
+            return _trim(self._windows, job_key, before_ms)
 
     def trim_windows(self, before_ms_by_job: Mapping[str, int]) -> int:
         with self._lock:
@@ -276,3 +319,19 @@ class MemoryStateStore:
 
     def close(self) -> None:
         """Nothing to release; here so every store can be closed the same way."""
+
+
+def _trim(windows: dict[str, dict[Any, Any]], job_key: str | None, before_ms: int) -> int:
+    """Drop entries keyed (ts_ms, ...) older than ``before_ms``: of one job, or of all with None."""
+    dropped = 0
+    for key in list(windows) if job_key is None else [job_key]:
+        window = windows.get(key)
+        if not window:
+            continue
+        old = [k for k in window if k[0] < before_ms]
+        for k in old:
+            del window[k]
+        dropped += len(old)
+        if not window:
+            del windows[key]
+    return dropped

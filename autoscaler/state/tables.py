@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 __all__ = [
+    "CUSTOM_WINDOW",
     "EVENTS",
     "JOB_STATE",
     "LEASES",
@@ -68,6 +69,17 @@ METRIC_WINDOW = sa.Table(
     sa.Column("vertex", sa.String(128), primary_key=True),
     sa.Column("running_since_ms", sa.BigInteger, nullable=False),
     *(sa.Column(name, sa.Double, nullable=True) for name in WINDOW_SAMPLE_COLUMNS),
+)
+
+# Measured custom metrics of each tick (a row per tick, scope and name): the custom part of the window.
+CUSTOM_WINDOW = sa.Table(
+    "autoscaler_custom_window",
+    METADATA,
+    sa.Column("job_key", KEY, primary_key=True),
+    sa.Column("ts_ms", sa.BigInteger, primary_key=True),
+    sa.Column("scope", sa.String(128), primary_key=True),  # a vertex id, or "" for a job-level metric
+    sa.Column("name", sa.String(256), primary_key=True),
+    sa.Column("value", sa.Double, nullable=False),
 )
 
 EVENTS = sa.Table(

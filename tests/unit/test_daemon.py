@@ -18,6 +18,7 @@ from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.events import EventLog, EventType
 from autoscaler.metrics import MetricsReporter
+from autoscaler.model import HEAP_USAGE_RATIO
 from autoscaler.plugins import ScalingExecutorPlugin
 from autoscaler.plugins.configured import PluginInstances
 from autoscaler.plugins.loader import ENTRY_POINT_GROUP, DiscoveredPlugin, PluginRegistry
@@ -463,6 +464,26 @@ async def test_windows_spark_lost_are_reloaded_from_the_state_database(tmp_path)
         past = stored[sample.job.key]
         assert [p.ts_ms for p in past] == [t.now_ms for t in ticks[:-1]]
         assert all(set(p.vertices) == set(sample.topology.vertices) for p in past)
+
+
+async def test_a_restarted_daemon_replays_the_stored_custom_metrics_with_the_window(tmp_path):
+    """The heap-usage ratio (windowed for the memory-pressure gate) is a custom metric like a plugin's."""
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    options = {**OPTIONS, "job.autoscaler.memory.heap-usage.threshold": "0.9"}
+    w = World(StubEvaluator(), options=options, stores=open_stores(url))
+    ticks = [await w.tick() for _ in range(3)]
+    measured = {
+        s.ts_ms: s.custom_job_metrics[HEAP_USAGE_RATIO]
+        for s in w.daemon.evaluator.samples
+        if s.job.key == "a/job-a"
+    }
+    assert measured and all(0 < v < 1 for v in measured.values())
+    w.daemon = _restarted(w, open_stores(url))
+    await w.tick()
+    past = w.daemon.evaluator.replayed[0]["a/job-a"]
+    assert [p.ts_ms for p in past] == [t.now_ms for t in ticks]
+    assert all(0 < p.custom_job_metrics[HEAP_USAGE_RATIO] < 1 for p in past)
+    assert past[-1].custom_job_metrics[HEAP_USAGE_RATIO] == measured[ticks[-1].now_ms]
 
 
 async def test_without_a_persisted_window_there_is_nothing_to_reload():

@@ -27,6 +27,7 @@ from autoscaler.events import Event, EventLog, EventStore, EventType, SqlEventSi
 from autoscaler.model import NAN, VertexSample
 from autoscaler.reasons import Reason
 from autoscaler.state import (
+    CustomWindowRow,
     DelayedScaleDown,
     JobState,
     MemoryStateStore,
@@ -34,6 +35,7 @@ from autoscaler.state import (
     ScalingRecord,
     StateStore,
     WindowRow,
+    custom_window_rows,
     group_window,
     window_rows,
 )
@@ -330,6 +332,56 @@ def test_window_batches_for_many_jobs(backend: Backend) -> None:
         [20, 30],
         [10, 20, 30],
     ]
+
+
+def test_custom_window_append_load_trim_delete(backend: Backend) -> None:
+    store = backend.store()
+    topology = make_topology({"src": 1, "w": 2}, [("src", "w", "HASH")])
+
+    def tick(ts: int, lag: float) -> Any:
+        return make_sample(
+            topology,
+            ts_ms=ts,
+            custom_vertex_metrics={"w": {"lag": lag, "unread": math.nan}},  # NaN: not measured, not kept
+            custom_job_metrics={"autoscaler.heapUsageRatio": ts / 100_000},
+        )
+
+    ticks = [tick(ts, float(ts)) for ts in (10_000, 20_000, 30_000)]
+    key = ticks[0].job.key
+    for t in ticks:
+        store.append_windows({key: window_rows(t)})
+        store.append_custom_windows({key: custom_window_rows(t), "c/other": []})
+    store.append_custom_windows({key: custom_window_rows(tick(10_000, -1.0))})  # a duplicate: ignored
+    loaded = backend.store().load_custom_window(key)
+    assert [(r.ts_ms, r.scope, r.name, r.value) for r in loaded] == [
+        (ts, scope, name, value)
+        for ts in (10_000, 20_000, 30_000)
+        for scope, name, value in (("", "autoscaler.heapUsageRatio", ts / 100_000), ("w", "lag", float(ts)))
+    ]
+    regrouped = group_window(backend.store().load_window(key), reversed(loaded))
+    assert [
+        (t.ts_ms, dict(t.custom_job_metrics), {v: dict(m) for v, m in t.custom_vertex_metrics.items()})
+        for t in regrouped
+    ] == [
+        (ts, {"autoscaler.heapUsageRatio": ts / 100_000}, {"w": {"lag": float(ts)}})
+        for ts in (10_000, 20_000, 30_000)
+    ]
+    assert store.trim_windows({key: 20_000}) == 2  # the metric window's rows (src and w); custom go too
+    assert [r.ts_ms for r in backend.store().load_custom_window(key)] == [20_000, 20_000, 30_000, 30_000]
+    assert store.trim_window(key, 30_000) == 2
+    assert [r.ts_ms for r in backend.store().load_custom_window(key)] == [30_000, 30_000]
+    store.delete(key)
+    assert backend.store().load_custom_window(key) == []
+
+
+def test_a_failed_transaction_keeps_the_custom_window(backend: Backend) -> None:
+    store = backend.store()
+    store.append_custom_windows({"c/a": [CustomWindowRow("", "m", 10, 1.0)]})
+    with pytest.raises(RuntimeError), store.transaction():
+        store.append_custom_windows({"c/a": [CustomWindowRow("", "m", 20, 2.0)]})
+        store.trim_window(None, 15)
+        raise RuntimeError("the tick failed")
+    assert backend.store().load_custom_window("c/a") == [CustomWindowRow("", "m", 10, 1.0)]
 
 
 def test_a_restored_window_is_full_again(backend: Backend) -> None:

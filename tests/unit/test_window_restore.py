@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import pytest
@@ -70,6 +70,28 @@ def test_restored_window_evaluates_like_the_live_one(spark):
     assert got.window_full and got.not_ready is None
     assert (got.window_samples, got.window_full) == (expected.window_samples, expected.window_full)
     assert _comparable(got) == _comparable(expected)
+
+
+def test_restored_custom_metrics_rejoin_the_window(spark):
+    def with_custom(i: int):
+        plain = tick(i)
+        return replace(
+            plain,
+            custom_job_metrics={"heap": 0.1 * (i + 1)},
+            custom_vertex_metrics={"work": {"lag": float(10 * i)}},
+        )
+
+    live = SparkEvaluator(spark)
+    for i in range(7):
+        expected = live.evaluate([with_custom(i)], with_custom(i).ts_ms)["c1/job"]
+    restarted = SparkEvaluator(spark)
+    got = restarted.evaluate(
+        [with_custom(6)], with_custom(6).ts_ms, restored={"c1/job": [with_custom(i) for i in range(6)]}
+    )["c1/job"]
+    assert got.custom_metric("heap") == expected.custom_metric("heap")
+    assert got.custom_metric("lag", "work") == expected.custom_metric("lag", "work")
+    assert got.custom_metric("heap")[1] == pytest.approx(sum(0.1 * (i + 1) for i in range(7)) / 7)
+    assert restarted.custom_window_size() == live.custom_window_size() == 14
 
 
 def test_samples_from_before_a_restart_are_not_reused(spark):
