@@ -340,7 +340,7 @@ class Daemon:
         self, samples: list[JobSample], loaded: Mapping[str, JobState], now_ms: int, gone: Sequence[str]
     ) -> None:
         """Write the tick in one transaction: changed states, the tick's samples, the window trim;
-        then the tick's events. All of it off the event loop.
+        then the tick's events and decision records. All of it off the event loop.
 
         A crash before this commits loses this tick only; a rescale it issued is found again next tick
         (the realizer sees the requirements already match and sends nothing).
@@ -360,12 +360,6 @@ class Daemon:
         custom = {key: measured for key, measured in custom.items() if measured}
         cut = {s.job.key: now_ms - _ms(s.target.options.metrics_window) for s in samples if s.job.key in rows}
         cut.update({key: now_ms + 1 for key in gone})  # a job that left drops its window rows
-        if events:
-            await asyncio.to_thread(self._record_events, events)
-        if outcomes:
-            await asyncio.to_thread(self._deliver_outcomes, outcomes)
-        if not (changed or rows or cut):
-            return
 
         def write() -> None:
             with self.state.transaction():
@@ -379,13 +373,20 @@ class Daemon:
                     self.state.trim_windows(cut)
 
         try:
-            await asyncio.to_thread(write)
+            if changed or rows or cut:
+                await asyncio.to_thread(write)
         except Exception as exc:
             # Like a crash: this tick is lost and the next one recomputes from what the store holds
             # (idempotent realizing keeps a rescale this tick issued from being sent twice).
             log.error("state_save_failed", error=str(exc), jobs=sorted(changed), exc_info=True)
             for cluster in sorted({s.job.cluster for s in samples}):
                 self.metrics.report_error(cluster, Reason.STATE_STORE_ERROR)
+        # Only now: whoever sees an event (a Scaling, say) can count on the state behind it (the pending
+        # rescale, the history) being stored. A crash in between loses the tick's events, not its state.
+        if events:
+            await asyncio.to_thread(self._record_events, events)
+        if outcomes:
+            await asyncio.to_thread(self._deliver_outcomes, outcomes)
 
     async def _stored_windows(self, samples: list[JobSample]) -> dict[str, list[JobSample]]:
         """The stored window of each job this process has not evaluated yet (e.g. after a restart).

@@ -9,6 +9,7 @@ import asyncio
 import importlib.metadata as metadata
 import threading
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -484,6 +485,23 @@ async def test_a_restarted_daemon_replays_the_stored_custom_metrics_with_the_win
     assert [p.ts_ms for p in past] == [t.now_ms for t in ticks]
     assert all(0 < p.custom_job_metrics[HEAP_USAGE_RATIO] < 1 for p in past)
     assert past[-1].custom_job_metrics[HEAP_USAGE_RATIO] == measured[ticks[-1].now_ms]
+
+
+async def test_the_scaling_event_is_recorded_only_once_the_pending_rescale_is_stored():
+    """A process killed the moment its Scaling event shows must not lose the rescale behind it."""
+    state = MemoryStateStore()
+    seen: dict[str, Any] = {}
+
+    class Watching(EventLog):
+        def emit(self, event: Any, interval_ms: int = 0) -> bool:
+            if event.reason == "Scaling":
+                seen[event.job_key] = state.load(event.job_key).pending
+            return super().emit(event, interval_ms)
+
+    w = World(StubEvaluator({"Work": 3}), stores=SimpleNamespace(state=state, events=Watching()))
+    await w.tick()
+    assert set(seen) == {"a/job-a", "b/job-b"}
+    assert all(pending is not None for pending in seen.values()), seen
 
 
 async def test_without_a_persisted_window_there_is_nothing_to_reload():
