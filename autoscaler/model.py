@@ -223,6 +223,14 @@ class JobSample:
         values = self.custom_job_metrics if vertex is None else self.custom_vertex_metrics.get(vertex, {})
         return values.get(name, NAN)
 
+    def measured_custom_metrics(self) -> Iterator[tuple[str, str, float]]:
+        """``(scope, name, value)`` of every custom value measured this tick; the scope is a vertex id, or
+        ``""`` for a job-level metric. NaN (declared, not measured) adds nothing to a window: left out."""
+        for scope, values in [*self.custom_vertex_metrics.items(), ("", self.custom_job_metrics)]:
+            for name, value in values.items():
+                if not math.isnan(value):
+                    yield scope, name, float(value)
+
 
 @dataclass(frozen=True, slots=True)
 class Unavailable:

@@ -263,12 +263,9 @@ def custom_rows_frame(rows: Iterable[CustomRow]) -> pd.DataFrame:
 
 
 def _custom_rows(job_key: str, epoch: int, sample: JobSample) -> Iterable[CustomRow]:
-    """A sample's measured custom values; NaN (not measured) adds nothing to either aggregate, so no row."""
-    scoped = [*sample.custom_vertex_metrics.items(), (JOB_SCOPE, sample.custom_job_metrics)]
-    for scope, values in scoped:
-        for name, value in values.items():
-            if not math.isnan(value):
-                yield job_key, epoch, scope, name, sample.ts_ms, float(value)
+    """A sample's measured custom values (NaN adds nothing to either aggregate, so no row)."""
+    for scope, name, value in sample.measured_custom_metrics():
+        yield job_key, epoch, scope, name, sample.ts_ms, value
 
 
 def _to_spark(spark: SparkSession, frame: pd.DataFrame, ddl: str) -> DataFrame:

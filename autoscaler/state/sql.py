@@ -271,30 +271,28 @@ class SqlStateStore:
     def trim_window(self, job_key: str | None, before_ms: int) -> int:
         """Drop rows older than ``before_ms`` (of one job, or of every job with ``None``); the count is
         of the metric window's rows (custom metrics are dropped alike, not counted)."""
-        dropped = 0
+        counts = []
         with self.db.write() as conn:
             for table in _WINDOWS:
                 query = sa.delete(table).where(table.c.ts_ms < before_ms)
                 if job_key is not None:
                     query = query.where(table.c.job_key == job_key)
-                rowcount = conn.execute(query).rowcount
-                dropped = rowcount if table is METRIC_WINDOW else dropped
-        return dropped
+                counts.append(conn.execute(query).rowcount)
+        return counts[0]  # METRIC_WINDOW's
 
     def trim_windows(self, before_ms_by_job: Mapping[str, int]) -> int:
         """``trim_window`` for many jobs, each with its own cutoff, in one statement per table."""
         if not before_ms_by_job:
             return 0
         params = [{"k": k, "before": b} for k, b in before_ms_by_job.items()]
-        dropped = 0
+        counts = []
         with self.db.write() as conn:
             for table in _WINDOWS:
                 query = sa.delete(table).where(
                     table.c.job_key == sa.bindparam("k"), table.c.ts_ms < sa.bindparam("before")
                 )
-                rowcount = max(0, conn.execute(query, params).rowcount)
-                dropped = rowcount if table is METRIC_WINDOW else dropped
-        return dropped
+                counts.append(max(0, conn.execute(query, params).rowcount))
+        return counts[0]  # METRIC_WINDOW's
 
     # ------------------------------------------------------------------ leases
     def acquire_lease(self, name: str, owner: str, now_ms: int, ttl_ms: int) -> Lease:

@@ -99,12 +99,9 @@ def window_rows(sample: JobSample) -> tuple[WindowRow, ...]:
 
 def custom_window_rows(sample: JobSample) -> tuple[CustomWindowRow, ...]:
     """The measured custom metrics one collected sample adds to its job's stored window."""
-    scoped = [*sample.custom_vertex_metrics.items(), ("", sample.custom_job_metrics)]
     return tuple(
-        CustomWindowRow(scope, name, sample.ts_ms, float(value))
-        for scope, values in scoped
-        for name, value in values.items()
-        if not math.isnan(value)
+        CustomWindowRow(scope, name, sample.ts_ms, value)
+        for scope, name, value in sample.measured_custom_metrics()
     )
 
 
