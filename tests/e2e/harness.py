@@ -53,8 +53,10 @@ __all__ = [
     "build_load_job",
     "cache_dir",
     "check_java",
+    "deferred_until",
     "free_port",
     "install_flink",
+    "requested_bounds",
     "wait_until",
 ]
 
@@ -67,6 +69,7 @@ ENTRY_CLASS = "flinkautoscaler.e2e.LoadJob"
 SOURCE = "Source: BacklogSource"
 WORK = "Work"
 AGGREGATE = "Aggregate"
+WORK_ID = "674df9b0384c0348e0b9d1034a44c46c"  # Flink derives it from the operator uid "work"
 
 _T = TypeVar("_T")
 
@@ -764,8 +767,28 @@ class JobWatcher:
                 return t
         return None
 
+    def first_running_above(self, vertex: str, parallelism: int, after: float) -> float | None:
+        for t, p in self.running_parallelisms(vertex):
+            if p > parallelism and t >= after:
+                return t
+        return None
+
 
 # ============================================================================================ daemon
+def requested_bounds(scaling_event: Mapping[str, Any], vertex_id: str) -> tuple[int, int]:
+    """The ``(lower, upper)`` a ``Scaling`` event says was requested for ``vertex_id``."""
+    match = re.search(rf"{vertex_id}: (\d+)\.\.(\d+)", scaling_event["message"])
+    assert match, scaling_event["message"]
+    return int(match.group(1)), int(match.group(2))
+
+
+def deferred_until(message: str) -> float:
+    """The instant a ``CooldownDeferred`` message names ("... until 2026-01-01T00:00:00Z ...")."""
+    match = re.search(r"until (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)", message)
+    assert match, message
+    return datetime.fromisoformat(match.group(1)).timestamp()
+
+
 def _ts(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 

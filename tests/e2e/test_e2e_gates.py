@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness import REPO, WORK, JobWatcher, log, wait_until
+from harness import REPO, WORK, WORK_ID, JobWatcher, log, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -22,7 +22,6 @@ BASE = {
     "job.autoscaler.stabilization.interval": "30 s",
     "job.autoscaler.metrics.window": "60 s",
 }
-WORK_ID = "674df9b0384c0348e0b9d1034a44c46c"
 DECISIONS_AFTER = 3  # the gate holds over several ticks, not just the first
 
 

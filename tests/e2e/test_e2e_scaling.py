@@ -4,7 +4,11 @@ The load job's Work operator handles 1e6 / cost_us records/s per subtask (parked
 the capacity model's answer is known in advance: at 2,000 rec/s offered and 1,250 rec/s per subtask,
 Work needs ceil(2000 / (1250 * 0.7)) = 3 subtasks, and with the default restart and catch-up terms
 (restart.time 5 min, catch-up.duration 30 min) round(lag/1800 + 2000/6 + 2000/0.7) / 1250 = 2.6 -> 3
-as well (3 holds for any measured target rate between about 1,600 and 2,300 rec/s).
+as well (3 holds for any measured target rate between about 1,600 and 2,300 rec/s). Only the
+scale-up test, with a 60 s window, asserts that 3: a 30 s window's rate, from counter deltas that Flink's
+lazy metric fetcher hands out up to a fetch interval late, can leave that range (one CI run measured
+2,320 rec/s and rescaled to 4). The cooldown and restart tests are about timing, so they take the
+first target from the daemon's own Scaling event.
 
 Windows are short (stabilization 30 s, window 30-60 s) and the tick is 6 s, just over Flink's metric
 fetch interval (5 s), so every tick triggers a fresh fetch and all samples are equally old. Rates come
@@ -20,12 +24,10 @@ fixed 6 s grid, so acting one tick early would be off by a whole tick, and half 
 
 from __future__ import annotations
 
-import re
 import time
-from datetime import datetime
 
 import pytest
-from harness import WORK, JobWatcher, wait_until
+from harness import WORK, WORK_ID, JobWatcher, deferred_until, requested_bounds, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -37,14 +39,6 @@ BASE = {
     "job.autoscaler.metrics.window": "60 s",
     "job.autoscaler.utilization.target": "0.7",
 }
-WORK_ID = "674df9b0384c0348e0b9d1034a44c46c"  # Flink derives it from the operator uid "work"
-
-
-def _bounds(scaling_event: dict, vertex_id: str) -> str:
-    """The ``lower..upper`` the Scaling event says was requested for ``vertex_id``."""
-    match = re.search(rf"{vertex_id}: (\d+\.\.\d+)", scaling_event["message"])
-    assert match, scaling_event["message"]
-    return match.group(1)
 
 
 def _parallelisms(watcher: JobWatcher) -> list[int]:
@@ -82,7 +76,7 @@ def test_scale_up_to_the_predicted_parallelism_in_one_rescale(submit_job, run_da
         settled = daemon.wait_for_decision("InBand", timeout_s=600, after=running_at)
         timings.add(test, "rescale -> next full-window decision (InBand)", settled["t"] - running_at)
 
-    assert _bounds(scaling, WORK_ID) == "1..3"
+    assert requested_bounds(scaling, WORK_ID) == (1, 3)
     assert len(daemon.events("Scaling")) == 1, daemon.events("Scaling")
     assert _parallelisms(watcher) == [1, 3]
     assert job.parallelism(WORK) == 3
@@ -117,17 +111,10 @@ def test_scale_down_waits_for_the_scale_down_interval(submit_job, run_daemon, ti
     assert scaling["t"] - held["t"] >= interval_s - TOLERANCE_S, (held, scaling)
     delayed = [d for d in daemon.decisions() if d["outcome"] == "ScaleDownDelayed"]
     assert all(d["t"] < scaling["t"] for d in delayed)
-    assert _bounds(scaling, WORK_ID) == "1..1"
+    assert requested_bounds(scaling, WORK_ID) == (1, 1)
     assert len(daemon.events("Scaling")) == 1
     assert _parallelisms(watcher) == [2, 1]
     assert daemon.stop() == 0
-
-
-def _until(message: str) -> float:
-    """The instant in a CooldownDeferred message ("... deferred by ... until 2026-01-01T00:00:00Z ...")."""
-    match = re.search(r"until (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)", message)
-    assert match, message
-    return datetime.fromisoformat(match.group(1)).timestamp()
 
 
 def test_cooldown_defers_the_second_rescale_to_last_rescale_plus_min(submit_job, run_daemon, timings):
@@ -141,27 +128,26 @@ def test_cooldown_defers_the_second_rescale_to_last_rescale_plus_min(submit_job,
         job.set_load(rate=2000)
         first = daemon.wait_for_event("Scaling", timeout_s=600)
         put1 = daemon.put_before(first)
+        _, p1 = requested_bounds(first, WORK_ID)  # 3 as a rule; see the module docstring
         ran1 = wait_until(
-            "Work running at parallelism 3",
-            lambda: watcher.first_running_at(WORK, 3, after=put1["t"] - 1),
+            f"Work running at parallelism {p1}",
+            lambda: watcher.first_running_at(WORK, p1, after=put1["t"] - 1),
             300,
         )
-        raise_at = job.set_load(rate=4800)  # more than 3 x 1,250: Work must grow again
+        raise_at = job.set_load(rate=4800)  # about 7 subtasks' worth: Work must grow again
         deferred = daemon.wait_for_event("CooldownDeferred", timeout_s=600, after=ran1)
         second = daemon.wait_for_event("Scaling", timeout_s=600, after=first["t"] + 1)
         put2 = daemon.put_before(second)
         grown = wait_until(
-            "Work running above parallelism 3",
-            lambda: next(
-                (t for t, p in watcher.running_parallelisms(WORK) if p > 3 and t >= put2["t"] - 1), None
-            ),
+            f"Work running above parallelism {p1}",
+            lambda: watcher.first_running_above(WORK, p1, after=put2["t"] - 1),
             300,
         )
-    retry_at = _until(deferred["message"])
+    retry_at = deferred_until(deferred["message"])
     timings.add(test, "load raise -> CooldownDeferred", deferred["t"] - raise_at)
     timings.add(test, "first Scaling -> second Scaling", second["t"] - first["t"])
     timings.add(test, "retry instant -> second Scaling event", second["t"] - retry_at)
-    timings.add(test, "PUT -> Work running above 3 (/jobs/:id)", grown - put2["t"])
+    timings.add(test, f"PUT -> Work running above {p1} (/jobs/:id)", grown - put2["t"])
 
     # The deferral names last rescale + min (to the second; the tick read its clock before logging).
     assert first["t"] + min_s - 15 <= retry_at <= first["t"] + min_s, (first, deferred)
@@ -169,8 +155,8 @@ def test_cooldown_defers_the_second_rescale_to_last_rescale_plus_min(submit_job,
     # The second rescale is issued at that instant, and not before.
     assert second["t"] >= retry_at
     assert second["t"] - first["t"] >= min_s - TOLERANCE_S
-    assert _bounds(first, WORK_ID) == "1..3"
-    assert int(_bounds(second, WORK_ID).split("..")[1]) > 3
+    assert 2 <= p1 <= 4, first  # the capacity model's 3, give or take a 30 s window's noise
+    assert requested_bounds(second, WORK_ID)[1] > p1
     assert len(daemon.events("Scaling")) == 2
-    assert _parallelisms(watcher)[:2] == [1, 3] and len(_parallelisms(watcher)) == 3
+    assert _parallelisms(watcher)[:2] == [1, p1] and len(_parallelisms(watcher)) == 3
     assert daemon.stop() == 0
