@@ -22,7 +22,7 @@ import asyncio
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
 
@@ -72,6 +72,7 @@ VERTEX_AGGREGATES: tuple[str, ...] = ("min", "max", "avg", "sum")
 # Not in FlinkMetric (the reference reads the summed job-details counter instead); optional: without it
 # the evaluator falls back to the gauge.
 WARM_UP_PAUSE_S = 1.0  # the lab's fetch round trip: a query triggers a fetch that lands within ~1 s
+FETCH_POLL_S = 0.1  # how often /jobs/:id is re-read while waiting for the tick's fetch to land
 TM_AGGREGATES: tuple[str, ...] = ("max", "avg")
 _TM_METRICS = (FlinkMetric.HEAP_MEMORY_USED, FlinkMetric.HEAP_MEMORY_MAX, FlinkMetric.CPU_LOAD)
 _T = TypeVar("_T")
@@ -215,9 +216,13 @@ async def collect(
     providers: Sequence[ConfiguredProvider] = (),
     external_budget_s: float = EXTERNAL_METRICS_BUDGET_S,
     warm_up_pause_s: float = WARM_UP_PAUSE_S,
+    fetch_wait_s: float = 0.0,
     sleep: Sleep = asyncio.sleep,
 ) -> JobSample | Unavailable:
     """Never raises: every failure becomes an Unavailable with a reason and a readable detail.
+
+    ``fetch_wait_s`` is how long to wait for the metric fetch the tick started (see ``_one_fetch``);
+    0 reads ``/jobs/:id`` once more and no longer waits.
 
     ``sleep(warm_up_pause_s)`` is awaited at most once, on a job's first collection, before collecting
     it once more because an answer was incomplete (tests pass 0 or a recording sleep).
@@ -235,7 +240,14 @@ async def collect(
     )
     try:
         sample = await _collect(
-            client, target, now_ms, cache, taskmanagers, providers, lambda: sleep(warm_up_pause_s)
+            client,
+            target,
+            now_ms,
+            cache,
+            taskmanagers,
+            providers,
+            lambda: sleep(warm_up_pause_s),
+            _FetchWait(fetch_wait_s, sleep),
         )
         if job_level is not None:
             sample = replace(sample, custom_job_metrics=await _settled(job_level, target))
@@ -283,6 +295,7 @@ async def _collect(
     taskmanagers: TaskManagerSample,
     providers: Sequence[ConfiguredProvider],
     pause: Callable[[], Awaitable[object]],
+    wait: _FetchWait,
 ) -> JobSample:
     """One attempt; on a job's first collection a second one after the pause if metrics were missing.
 
@@ -291,14 +304,14 @@ async def _collect(
     """
     job = target.job
     try:
-        return await _collect_once(client, target, now_ms, cache, taskmanagers, providers)
+        return await _collect_once(client, target, now_ms, cache, taskmanagers, providers, wait)
     except MissingMetrics as err:
         if cache.is_warm(job.key, job.job_id):
             raise
         # The lazy fetcher answered from an empty or older fetch; our queries triggered a new one.
         log.info("metrics_warm_up", job=job.key, detail=str(err))
     await pause()
-    return await _collect_once(client, target, now_ms, cache, taskmanagers, providers)
+    return await _collect_once(client, target, now_ms, cache, taskmanagers, providers, wait)
 
 
 async def _collect_once(
@@ -308,6 +321,7 @@ async def _collect_once(
     cache: MetricNameCache,
     taskmanagers: TaskManagerSample,
     providers: Sequence[ConfiguredProvider],
+    wait: _FetchWait,
 ) -> JobSample:
     job = target.job
     details = await _job_details(client, job.job_id)
@@ -320,9 +334,8 @@ async def _collect_once(
         _read_vertices(client, job.job_id, topology, names, live),
         _read_custom_vertices(client, job.job_id, names, custom, live),
     )
-    if missing:
-        cache.drop_names(job.key)  # a listing or an answer without the names: re-list next time
-        raise next(missing[vid] for vid in live if vid in missing)
+    _raise_missing(missing, live, cache, job.key)
+    details, read = await _one_fetch(client, details, topology, names, live, read, cache, job.key, wait)
     cache.mark_warm(job.key, job.job_id)
     # A finished vertex has no running subtasks to report; like the reference, it counts as idle.
     vertices = {v.id: _finished_sample(details, v.id) for v in topology if v.status == FINISHED}
@@ -380,6 +393,62 @@ async def _read_vertex(
     answer = await client.vertex_metrics(job_id, vid, query.names, VERTEX_AGGREGATES)
     query.check_answer(answer)
     return query, answer
+
+
+def _raise_missing(
+    missing: Mapping[str, MissingMetrics], live: Sequence[str], cache: MetricNameCache, job_key: str
+) -> None:
+    if missing:
+        cache.drop_names(job_key)  # a listing or an answer without the names: re-list next time
+        raise next(missing[vid] for vid in live if vid in missing)
+
+
+async def _one_fetch(
+    client: FlinkClient,
+    details: JobDetails,
+    topology: JobTopology,
+    names: Mapping[str, Sequence[str]],
+    live: Sequence[str],
+    read: dict[str, _Read],
+    cache: MetricNameCache,
+    job_key: str,
+    wait: _FetchWait,
+) -> tuple[JobDetails, dict[str, _Read]]:
+    """``/jobs/:id`` and the vertex answers as of the metric fetch this tick started, whole.
+
+    The tick's first metrics request starts a fetch and is answered from the previous one; the new
+    fetch lands a moment later (within a second on a real cluster), sometimes between ``/jobs/:id``
+    (whose counters give the record and busy rates) and the vertex answers (``pendingRecords``),
+    sometimes after both. Either way a sample is mixed or a tick old, and a 30 s window's source rate
+    was off by up to 25 %. So ``/jobs/:id`` is read again, every ``FETCH_POLL_S`` for up to
+    ``wait.seconds``, until its counters move; then the vertices are read once more, after the fetch.
+    Fetches are at least ``metrics.fetcher.update-interval`` apart, so no other one lands in between.
+    Counters that never move (an idle job, or a tick that started no fetch) keep the first reading.
+    """
+    waited = 0.0
+    after = await _job_details(client, details.jid)
+    while _counters(after) == _counters(details):
+        if waited >= wait.seconds:
+            return details, read
+        await wait.sleep(FETCH_POLL_S)
+        waited += FETCH_POLL_S
+        after = await _job_details(client, details.jid)
+    _require_running(after)
+    if after.topology() != topology:
+        raise MissingMetrics(f"job {details.name} ({details.jid}) changed while its metrics were read")
+    read, missing = await _read_vertices(client, details.jid, topology, names, live)
+    _raise_missing(missing, live, cache, job_key)
+    return after, read
+
+
+@dataclass(frozen=True, slots=True)
+class _FetchWait:
+    seconds: float
+    sleep: Sleep
+
+
+def _counters(details: JobDetails) -> list[dict[str, Any]]:
+    return [v.metrics for v in details.vertices]
 
 
 async def _job_details(client: FlinkClient, job_id: str) -> JobDetails:

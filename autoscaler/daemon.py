@@ -256,6 +256,10 @@ class Daemon:
     ) -> list[JobSample | Unavailable]:
         taskmanagers = await collect_taskmanagers(cluster.client, cluster.names)
         taskmanagers = await fetch_taskmanager_resources(cluster.client, taskmanagers)  # for quota checks
+        # Waiting for Flink's metric fetch takes wall time; the simulator (fake or scaled clocks) has none.
+        fetch_wait_s = (
+            cluster.settings.metric_fetch_wait.total_seconds() if isinstance(self.clock, SystemClock) else 0.0
+        )
         return list(
             await asyncio.gather(
                 *(
@@ -265,6 +269,7 @@ class Daemon:
                         now_ms,
                         cluster.names,
                         taskmanagers,
+                        fetch_wait_s=fetch_wait_s,
                         providers=metric_providers(
                             t.options, plugins=self.plugins, evaluators=self.evaluators
                         ),

@@ -674,6 +674,11 @@ class ClusterSettings(BaseModel):
         None, description="REST timeout; defaults to job.autoscaler.flink.rest-client.timeout."
     )
     max_concurrency: int = Field(8, ge=1, description="Concurrent REST requests to this cluster.")
+    metric_fetch_wait: Duration = Field(
+        timedelta(seconds=1.5),
+        description="How long a tick waits for the metric fetch it started on the JobManager (Flink's "
+        "fetcher is lazy), so a sample is whole and fresh rather than mixed or a tick old; 0 disables.",
+    )
     autoscaler: dict[str, Any] = Field(
         default_factory=dict, description="job.autoscaler.* keys for every job of this cluster."
     )
