@@ -227,10 +227,7 @@ class SqlStateStore:
             for job_key, rows in rows_by_job.items()
             for row in rows
         ]
-        if not values:
-            return
-        with self.db.write() as conn:
-            conn.execute(_insert(conn, METRIC_WINDOW).on_conflict_do_nothing(), values)
+        self._insert_new(METRIC_WINDOW, values)
 
     def load_window(self, job_key: str) -> list[WindowRow]:
         query = (
@@ -256,10 +253,14 @@ class SqlStateStore:
             for job_key, rows in rows_by_job.items()
             for r in rows
         ]
+        self._insert_new(CUSTOM_WINDOW, values)
+
+    def _insert_new(self, table: sa.Table, values: list[dict[str, Any]]) -> None:
+        """Rows already stored (a replayed tick) are skipped, not errors."""
         if not values:
             return
         with self.db.write() as conn:
-            conn.execute(_insert(conn, CUSTOM_WINDOW).on_conflict_do_nothing(), values)
+            conn.execute(_insert(conn, table).on_conflict_do_nothing(), values)
 
     def load_custom_window(self, job_key: str) -> list[CustomWindowRow]:
         c = CUSTOM_WINDOW.c
