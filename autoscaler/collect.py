@@ -221,7 +221,7 @@ async def collect(
 ) -> JobSample | Unavailable:
     """Never raises: every failure becomes an Unavailable with a reason and a readable detail.
 
-    ``fetch_wait_s`` is how long to wait for the metric fetch the tick started (see ``_one_fetch``);
+    ``fetch_wait_s`` is how long to wait for the metric fetch the tick started (see ``_after_the_fetch``);
     0 reads ``/jobs/:id`` once more and no longer waits.
 
     ``sleep(warm_up_pause_s)`` is awaited at most once, on a job's first collection, before collecting
@@ -335,7 +335,13 @@ async def _collect_once(
         _read_custom_vertices(client, job.job_id, names, custom, live),
     )
     _raise_missing(missing, live, cache, job.key)
-    details, read = await _one_fetch(client, details, topology, names, live, read, cache, job.key, wait)
+    fetched = await _after_the_fetch(client, details, wait)
+    if fetched is not None:  # read the vertices again, as of the fetch /jobs/:id now shows
+        if fetched.topology() != topology:
+            raise MissingMetrics(f"job {details.name} ({details.jid}) changed while its metrics were read")
+        read, missing = await _read_vertices(client, job.job_id, topology, names, live)
+        _raise_missing(missing, live, cache, job.key)
+        details = fetched
     cache.mark_warm(job.key, job.job_id)
     # A finished vertex has no running subtasks to report; like the reference, it counts as idle.
     vertices = {v.id: _finished_sample(details, v.id) for v in topology if v.status == FINISHED}
@@ -403,42 +409,29 @@ def _raise_missing(
         raise next(missing[vid] for vid in live if vid in missing)
 
 
-async def _one_fetch(
-    client: FlinkClient,
-    details: JobDetails,
-    topology: JobTopology,
-    names: Mapping[str, Sequence[str]],
-    live: Sequence[str],
-    read: dict[str, _Read],
-    cache: MetricNameCache,
-    job_key: str,
-    wait: _FetchWait,
-) -> tuple[JobDetails, dict[str, _Read]]:
-    """``/jobs/:id`` and the vertex answers as of the metric fetch this tick started, whole.
+async def _after_the_fetch(client: FlinkClient, details: JobDetails, wait: _FetchWait) -> JobDetails | None:
+    """``/jobs/:id`` once the metric fetch this tick started has landed, or None if none landed.
 
     The tick's first metrics request starts a fetch and is answered from the previous one; the new
     fetch lands a moment later (within a second on a real cluster), sometimes between ``/jobs/:id``
     (whose counters give the record and busy rates) and the vertex answers (``pendingRecords``),
     sometimes after both. Either way a sample is mixed or a tick old, and a 30 s window's source rate
     was off by up to 25 %. So ``/jobs/:id`` is read again, every ``FETCH_POLL_S`` for up to
-    ``wait.seconds``, until its counters move; then the vertices are read once more, after the fetch.
-    Fetches are at least ``metrics.fetcher.update-interval`` apart, so no other one lands in between.
-    Counters that never move (an idle job, or a tick that started no fetch) keep the first reading.
+    ``wait.seconds``, until its counters move; then the caller reads the vertices once more, after the
+    fetch. Fetches are at least ``metrics.fetcher.update-interval`` apart, so no other one lands in
+    between. Counters that never move (an idle job, or a tick that started no fetch) keep the first
+    reading.
     """
     waited = 0.0
     after = await _job_details(client, details.jid)
     while _counters(after) == _counters(details):
         if waited >= wait.seconds:
-            return details, read
+            return None
         await wait.sleep(FETCH_POLL_S)
         waited += FETCH_POLL_S
         after = await _job_details(client, details.jid)
     _require_running(after)
-    if after.topology() != topology:
-        raise MissingMetrics(f"job {details.name} ({details.jid}) changed while its metrics were read")
-    read, missing = await _read_vertices(client, details.jid, topology, names, live)
-    _raise_missing(missing, live, cache, job_key)
-    return after, read
+    return after
 
 
 @dataclass(frozen=True, slots=True)
