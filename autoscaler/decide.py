@@ -20,9 +20,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from autoscaler.calendar import excluded_period_at
+from autoscaler.durations import to_ms
 from autoscaler.model import HEAP_USAGE_RATIO, JobEvaluation, JobRef, VertexEvaluation, VertexId, frozen_map
 from autoscaler.reasons import Reason
 from autoscaler.resources import quota_exceeded
@@ -121,7 +122,7 @@ def decide(
         held = [vid for vid in delayed if evaluation.vertices[vid].outside_band]
         if held and not outside:
             first = min(delayed[vid].first_trigger_ms for vid in held)
-            wait_s = max(0, first + _ms(options.scale_down_interval) - now_ms) / 1000
+            wait_s = max(0, first + to_ms(options.scale_down_interval) - now_ms) / 1000
             return no(
                 Reason.SCALE_DOWN_DELAYED,
                 f"scale-down held for scale-down.interval ({wait_s:.0f} s left)",
@@ -167,7 +168,7 @@ def decide(
     if quota:
         return Decision(job, Reason.RESOURCE_QUOTA_REACHED, quota, changes, new_state, evaluation)
     cooldown_ms = max(
-        _ms(options.scaling_interval_min) if options.scaling_interval_min else 0, flink_cooldown_ms
+        to_ms(options.scaling_interval_min) if options.scaling_interval_min else 0, flink_cooldown_ms
     )
     if now_ms < since_ms + cooldown_ms:
         retry = since_ms + cooldown_ms
@@ -210,7 +211,8 @@ def _cooldown_start(state: JobState, evaluation: JobEvaluation) -> int:
 
 
 def _max_interval_passed(options: AutoscalerOptions, since_ms: int, now_ms: int) -> bool:
-    return options.scaling_interval_max is not None and now_ms - since_ms > _ms(options.scaling_interval_max)
+    limit = options.scaling_interval_max
+    return limit is not None and now_ms - since_ms > to_ms(limit)
 
 
 def _vertex_changes(
@@ -221,7 +223,7 @@ def _vertex_changes(
     Returns the changes and the delayed scale-downs to remember; a vertex whose delay has elapsed is in
     both.
     """
-    interval_ms = _ms(options.scale_down_interval)
+    interval_ms = to_ms(options.scale_down_interval)
     changes: dict[VertexId, VertexChange] = {}
     delayed: dict[VertexId, DelayedScaleDown] = {}
     for v in evaluation.vertices.values():
@@ -277,10 +279,6 @@ def _not_ready_text(evaluation: JobEvaluation) -> str:
 def _describe(changes: Mapping[VertexId, VertexChange], evaluation: JobEvaluation) -> str:
     names = {v.id: v.name for v in evaluation.sample.topology}
     return ", ".join(f"{names.get(c.vertex, c.vertex)} {c.current}->{c.target}" for c in changes.values())
-
-
-def _ms(delta: timedelta) -> int:
-    return round(delta.total_seconds() * 1000)
 
 
 _EXCLUDED_KEY = "job.autoscaler.excluded.periods"

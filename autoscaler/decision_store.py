@@ -33,7 +33,7 @@ from autoscaler.state import JobState
 from autoscaler.state.store import Lease
 
 if TYPE_CHECKING:
-    from autoscaler.daemon import JobOutcome
+    from autoscaler.outcome import JobOutcome
 
 __all__ = [
     "DecisionReader",

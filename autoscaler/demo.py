@@ -14,8 +14,9 @@ from datetime import timedelta
 from typing import TextIO
 
 from autoscaler.clock import ScaledClock
-from autoscaler.daemon import Daemon, JobOutcome
+from autoscaler.daemon import Daemon
 from autoscaler.logs import configure_logging
+from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.simulator.engine import SimCluster

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-__all__ = ["format_duration", "parse_duration"]
+__all__ = ["format_duration", "parse_duration", "to_ms"]
 
 _UNITS: dict[str, float] = {}
 for _names, _seconds in (
@@ -57,9 +57,14 @@ def parse_duration(value: object) -> timedelta:
     return timedelta(seconds=number * _UNITS[unit])
 
 
+def to_ms(value: timedelta) -> int:
+    """Whole milliseconds: the unit every clock reading and timestamp of a tick is in."""
+    return round(value.total_seconds() * 1000)
+
+
 def format_duration(value: timedelta) -> str:
     """Shortest exact Flink-style text for a duration (used in docs and events)."""
-    ms = round(value.total_seconds() * 1000)
+    ms = to_ms(value)
     for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
         if ms and ms % size == 0:
             return f"{ms // size} {unit}"

@@ -25,9 +25,9 @@ from autoscaler.reasons import Reason
 from autoscaler.settings import KEY_PREFIX
 
 if TYPE_CHECKING:
-    from autoscaler.daemon import JobOutcome
     from autoscaler.decide import Decision
     from autoscaler.events import Event
+    from autoscaler.outcome import JobOutcome
     from autoscaler.plugins.chain import ChainResult
     from autoscaler.state import JobState
     from autoscaler.state.store import Lease

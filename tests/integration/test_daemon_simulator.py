@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from autoscaler.clock import FakeClock
-from autoscaler.daemon import Daemon, TickReport
+from autoscaler.daemon import Daemon
 from autoscaler.evaluate.spark import SparkEvaluator
 from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
+from autoscaler.outcome import TickReport
 from autoscaler.reasons import Reason
 from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.simulator.engine import SimCluster

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.daemon import JobOutcome
 from autoscaler.decision_store import JsonDecisionDir, MemoryDecisions, StoreReader, open_reader
 from autoscaler.events import Event, EventLog, EventType
 from autoscaler.explain import record_from_outcome
 from autoscaler.model import JobRef
+from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.state import JobState, MemoryStateStore, PendingRescale, open_stores
 

@@ -12,7 +12,6 @@ from datetime import timedelta
 
 import pytest
 
-from autoscaler.daemon import JobOutcome
 from autoscaler.decide import decide
 from autoscaler.events import Event, EventType
 from autoscaler.explain import (
@@ -27,6 +26,7 @@ from autoscaler.explain import (
     status_table,
 )
 from autoscaler.flink.models import ParallelismBounds
+from autoscaler.outcome import JobOutcome
 from autoscaler.plugins.chain import ChainResult, PluginOutcome
 from autoscaler.realize import RealizeResult
 from autoscaler.reasons import Reason

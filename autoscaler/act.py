@@ -1,0 +1,229 @@
+"""The per-job stages of a tick: decide, then the executor plugins, then realize.
+
+Each job travels as a :class:`JobStep`. A stage works on the steps still under way and passes on the
+ones that already ended (``outcome`` set), so one job's veto, error or deferral never holds back
+another's rescale. A job's failure in any stage stays with that job: it ends with an
+``AutoscalerError`` outcome, and nothing it touched is scaled. What a stage decides is reported
+through the tick's :class:`~autoscaler.record.TickRecord`, which also takes each job's new state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import timedelta
+
+import structlog
+
+from autoscaler.cluster import Clusters
+from autoscaler.decide import Decision, decide
+from autoscaler.durations import to_ms
+from autoscaler.evaluate.history import record_metrics, trim_history
+from autoscaler.evaluate.stage import Evaluated
+from autoscaler.model import JobRef, JobSample
+from autoscaler.outcome import JobOutcome
+from autoscaler.plugins.api import PluginContext, ScalingExecutorPlugin
+from autoscaler.plugins.chain import ChainResult, PluginOutcome, order_plugins, run_chain
+from autoscaler.plugins.configured import ConfiguredChain, PluginInstances
+from autoscaler.realize import confirm, realize
+from autoscaler.reasons import Reason
+from autoscaler.record import TickRecord
+from autoscaler.state import JobState, PendingRescale, ScalingRecord
+from autoscaler.state.tick import Loaded
+
+__all__ = ["ChainLog", "JobStep", "decide_jobs", "realize_jobs", "run_plugins"]
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class JobStep:
+    """One job between the stages: its sample, what was decided so far, and its outcome once over."""
+
+    sample: JobSample
+    decision: Decision | None = None
+    chain: ChainResult | None = None
+    outcome: JobOutcome | None = None
+
+    @property
+    def job(self) -> JobRef:
+        return self.sample.job
+
+
+# ---------------------------------------------------------------------------------------------- decide
+async def decide_jobs(
+    samples: Sequence[JobSample],
+    loaded: Loaded,
+    evaluated: Evaluated,
+    rec: TickRecord,
+    *,
+    flink_cooldown_ms: Mapping[str, int],
+    confirm_timeout: timedelta,
+) -> list[JobStep]:
+    """Settle each job's pending rescale, then run the gates on its evaluation.
+
+    ``flink_cooldown_ms`` is each cluster's adaptive-scheduler cooldown (cluster name -> ms).
+    """
+
+    async def one(step: JobStep) -> JobStep:
+        job, options = step.job, step.sample.target.options
+        state = _confirm_pending(step.sample, loaded.states[job.key], rec, confirm_timeout)
+        evaluation = evaluated.evaluations.get(job.key)
+        if evaluation is None:
+            rec.save(job.key, state)
+            detail = evaluated.error or "no evaluation for this job"
+            return replace(step, outcome=rec.not_evaluated(job, options, detail))
+        rec.evaluated(evaluation)
+        cooldown_ms = flink_cooldown_ms[job.cluster]
+        decision = decide(evaluation, state, options, rec.now_ms, flink_cooldown_ms=cooldown_ms)
+        rec.decided(decision, options)
+        if not decision.applies:
+            rec.save(job.key, decision.state)
+            ended = JobOutcome(job, rec.now_ms, decision.outcome, decision.detail, decision)
+            return replace(step, decision=decision, outcome=rec.outcome(ended))
+        return replace(step, decision=decision)
+
+    return await _each([JobStep(s) for s in samples], rec, one)
+
+
+def _confirm_pending(sample: JobSample, state: JobState, rec: TickRecord, timeout: timedelta) -> JobState:
+    """Close a pending rescale once /jobs/:id shows it, or report it stuck after ``timeout``."""
+    pending = state.pending
+    if pending is None:
+        return state
+    job = sample.job
+    if pending.job_id != job.job_id:
+        log.info("pending_rescale_dropped", reason="job resubmitted", old_job_id=pending.job_id)
+        return replace(state, pending=None)
+    result = confirm(pending, sample)
+    if result.done:
+        rec.confirmed(job, result, {v.id: v.name for v in sample.topology})
+        history = state.history
+        if history and history[-1].ts_ms == pending.issued_ms:
+            last = replace(
+                history[-1], confirmed_ms=rec.now_ms, restart_duration_ms=result.restart_duration_ms
+            )
+            history = (*history[:-1], last)
+        return replace(state, pending=None, history=history)
+    if rec.now_ms - pending.issued_ms > to_ms(timeout):
+        rec.stuck(job, pending, timeout)
+        return replace(state, pending=None)
+    return state
+
+
+# ---------------------------------------------------------------------------------------------- plugins
+class ChainLog:
+    """Logs each job's executor chain, in the order it runs, whenever it changes."""
+
+    def __init__(self) -> None:
+        self._logged: dict[str, tuple[str, ...]] = {}
+
+    def __call__(self, job: JobRef, configured: ConfiguredChain) -> None:
+        order = tuple(f"{p.name}(priority {p.priority()})" for p in order_plugins(configured.plugins))
+        if self._logged.get(job.key) != order:
+            self._logged[job.key] = order
+            log.info("executor_chain", job=job.key, chain=list(order), problems=list(configured.problems))
+
+
+async def run_plugins(
+    steps: Sequence[JobStep],
+    rec: TickRecord,
+    *,
+    plugins: PluginInstances,
+    clusters: Clusters,
+    chain_log: ChainLog,
+) -> list[JobStep]:
+    """Each job's configured executor chain approves, modifies or vetoes its decided changes."""
+
+    async def one(step: JobStep) -> JobStep:
+        decision, options = step.decision, step.sample.target.options
+        assert decision is not None
+        configured = plugins.chain_for(options)
+        chain_log(step.job, configured)
+        if not configured.plugins and not configured.problems:
+            return step
+        chain = await _run_chain(decision, configured, clusters)
+        rec.plugins(step.job, chain, options)
+        if chain.vetoed_by is not None or chain.changes is None:
+            rec.save(step.job.key, decision.state)
+            text = rec.vetoed(step.job, chain, options)
+            ended = JobOutcome(step.job, rec.now_ms, Reason.SCALING_VETOED, text, decision, chain)
+            return replace(step, chain=chain, outcome=rec.outcome(ended))
+        decision = decision.with_changes(chain.changes, Reason.SCALING, decision.detail)
+        return replace(step, decision=decision, chain=chain)
+
+    return await _each(steps, rec, one)
+
+
+async def _run_chain(decision: Decision, configured: ConfiguredChain, clusters: Clusters) -> ChainResult:
+    """The job's configured chain; a plugin that could not be loaded vetoes before any runs."""
+    if configured.problems:
+        return ChainResult(
+            None, tuple(PluginOutcome("config", Reason.PLUGIN_FAILED, p) for p in configured.problems)
+        )
+    job, evaluation = decision.job, decision.evaluation
+    assert evaluation is not None
+    client = clusters[job.cluster].client
+    options = evaluation.sample.target.options
+
+    def context(plugin: ScalingExecutorPlugin) -> PluginContext:
+        return PluginContext(job, options, evaluation, configured.config_for(plugin), client)
+
+    return await run_chain(configured.plugins, context, decision.changes)
+
+
+# ---------------------------------------------------------------------------------------------- realize
+async def realize_jobs(
+    steps: Sequence[JobStep], rec: TickRecord, *, clusters: Clusters, now_ms: Callable[[], int]
+) -> list[JobOutcome]:
+    """Ask Flink for each approved parallelism (idempotently) and remember the rescale as pending.
+
+    ``now_ms`` reads the clock: the lease is checked at the moment of the request, not the tick's
+    start, since another daemon may act once it has lapsed.
+    """
+
+    async def one(step: JobStep) -> JobStep:
+        decision, options, job = step.decision, step.sample.target.options, step.job
+        assert decision is not None
+        cluster = clusters[job.cluster]
+        if not cluster.holds_lease(now_ms()):
+            text = rec.lease_expired(decision)
+            ended = JobOutcome(job, rec.now_ms, Reason.LEASE_EXPIRED, text, decision, step.chain)
+            return replace(step, outcome=rec.outcome(ended))
+        rec.rescaling(decision)
+        desired = {vid: c.target for vid, c in decision.changes.items()}
+        realized = await realize(cluster.client, job, desired)
+        previous = {vid: c.current for vid, c in decision.changes.items()}
+        pending = PendingRescale(job.job_id, rec.now_ms, desired, previous)
+        change_map = {vid: (c.current, c.target) for vid, c in decision.changes.items()}
+        metrics = record_metrics(decision.evaluation, change_map) if decision.evaluation else {}
+        record = ScalingRecord(rec.now_ms, change_map, metrics=metrics)
+        scaled = decision.state.with_scaling(record, pending)
+        rec.save(job.key, replace(scaled, history=trim_history(scaled.history, rec.now_ms, options)))
+        rec.realized(job, realized, desired)
+        ended = JobOutcome(job, rec.now_ms, Reason.SCALING, decision.detail, decision, step.chain, realized)
+        return replace(step, outcome=rec.outcome(ended))
+
+    done = await _each(steps, rec, one)
+    return [s.outcome for s in done if s.outcome is not None]
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+async def _each(
+    steps: Sequence[JobStep], rec: TickRecord, stage: Callable[[JobStep], Awaitable[JobStep]]
+) -> list[JobStep]:
+    """Run ``stage`` on every step still under way, concurrently; a job's exception ends that job."""
+
+    async def one(step: JobStep) -> JobStep:
+        if step.outcome is not None:
+            return step
+        job = step.job
+        with structlog.contextvars.bound_contextvars(cluster=job.cluster, job=job.name):
+            try:
+                return await stage(step)
+            except Exception as exc:  # one job's failure stays with that job
+                return replace(step, outcome=rec.failed(job, step.sample.target.options, exc))
+
+    return list(await asyncio.gather(*(one(s) for s in steps)))
+

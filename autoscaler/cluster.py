@@ -1,0 +1,293 @@
+"""Per-cluster concerns of a tick: the REST client, the lease, Flink's cooldown, the metric-name cache,
+and the discover and collect stages run once per cluster.
+
+A :class:`ClusterSession` is what the daemon knows of one Flink cluster between ticks; :class:`Clusters`
+runs the first two stages over all of them at once and hands the tick one :class:`Collected` value. A
+cluster that cannot be read is reported and stays with that cluster: the others go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import httpx
+import structlog
+
+from autoscaler.collect import MetricNameCache, collect, collect_taskmanagers
+from autoscaler.discover import discover
+from autoscaler.durations import parse_duration, to_ms
+from autoscaler.flink.client import FlinkClient
+from autoscaler.flink.errors import FlinkError, FlinkUnreachable
+from autoscaler.metrics import MetricsReporter
+from autoscaler.model import JobSample, JobTarget, Unavailable
+from autoscaler.plugins.configured import PluginInstances
+from autoscaler.plugins.evaluators import EvaluatorInstances
+from autoscaler.plugins.metrics import metric_providers
+from autoscaler.reasons import Reason
+from autoscaler.record import TickRecord
+from autoscaler.resources import fetch_taskmanager_resources
+from autoscaler.settings import AutoscalerOptions, ClusterSettings, Settings
+from autoscaler.state import StateStore
+
+__all__ = ["FLINK_DEFAULT_COOLDOWN_MS", "ClusterSession", "Clusters", "Collected", "flink_cooldown_ms"]
+
+log = structlog.get_logger(__name__)
+
+FLINK_DEFAULT_COOLDOWN_MS = 30_000
+_CONFIG_REFRESH_MS = 5 * 60_000
+_COOLDOWN_KEYS = (
+    "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling",
+    "jobmanager.adaptive-scheduler.scaling-interval.min",  # Flink < 2.0 spelling, the deprecated fallback
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Collected:
+    """What the discover and collect stages found on every cluster this tick."""
+
+    samples: tuple[JobSample, ...] = ()
+    unavailable: tuple[Unavailable, ...] = ()  # jobs found but not sampled this tick, and why
+    cluster_errors: Mapping[str, str] = field(default_factory=dict)  # cluster -> why it was not read
+
+
+@dataclass
+class ClusterSession:
+    """One watched cluster: its client and what the daemon remembers of it from tick to tick."""
+
+    settings: ClusterSettings
+    client: FlinkClient
+    options: AutoscalerOptions
+    names: MetricNameCache = field(default_factory=MetricNameCache)
+    jobs: set[str] = field(default_factory=set)  # job keys seen at the last successful discovery
+    flink_cooldown_ms: int = FLINK_DEFAULT_COOLDOWN_MS  # the adaptive scheduler's, from /jobmanager/config
+    config_read_ms: int | None = None  # when /jobmanager/config was last read
+    lease_expires_ms: int = 0  # while later than now, this daemon holds the cluster's lease
+    lease_holder: str | None = None  # who held it at the last attempt (to log changes only)
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    def holds_lease(self, now_ms: int) -> bool:
+        return self.lease_expires_ms > now_ms
+
+    async def read_flink_cooldown(self, now_ms: int) -> None:
+        """Flink's adaptive-scheduler cooldown, re-read every few minutes (it changes only with a restart).
+
+        Flink holds back every rescale inside it (after job start and after each rescale), so the
+        daemon defers its decisions until it ends instead of issuing one Flink will sit on. If the
+        cluster does not say, Flink's default (30 s) is assumed.
+        """
+        if self.config_read_ms is not None and now_ms - self.config_read_ms < _CONFIG_REFRESH_MS:
+            return
+        try:
+            config = await self.client.jobmanager_config()
+        except FlinkError as exc:
+            log.info("jobmanager_config_unavailable", cluster=self.name, error=str(exc))
+            return
+        self.config_read_ms = now_ms
+        self.flink_cooldown_ms = flink_cooldown_ms(config)
+
+
+class Clusters:
+    """Every watched cluster: leases, discovery and collection, once per cluster and tick.
+
+    ``forget`` is told the keys of jobs this process stops acting on (a cluster it no longer holds the
+    lease of, a job gone from its cluster), so that their caches elsewhere go too; their stored state
+    stays.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        state: StateStore,
+        metrics: MetricsReporter,
+        plugins: PluginInstances,
+        evaluators: EvaluatorInstances,
+        forget: Callable[[Sequence[str]], None],
+        transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
+        fetch_wait: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.state = state
+        self.metrics = metrics
+        self.plugins = plugins
+        self.evaluators = evaluators
+        self._forget = forget
+        self._fetch_wait = fetch_wait  # waiting for Flink's metric fetch takes wall time: not simulated
+        transports = transports or {}
+        self.sessions: list[ClusterSession] = []
+        for cs in settings.clusters:
+            options = settings.options_for(cs)
+            client = FlinkClient.from_settings(
+                cs,
+                options.rest_client_timeout,
+                transport=transports.get(cs.name),
+                on_request=metrics.report_request,
+            )
+            self.sessions.append(ClusterSession(cs, client, options))
+
+    def __getitem__(self, name: str) -> ClusterSession:
+        return next(c for c in self.sessions if c.name == name)
+
+    def __iter__(self) -> Iterator[ClusterSession]:
+        return iter(self.sessions)
+
+    # ------------------------------------------------------------------ discover + collect
+    async def collect(self, rec: TickRecord, only_job: str | None = None) -> Collected:
+        """Discover and sample every job of every cluster this daemon holds the lease of, concurrently.
+
+        ``only_job`` (a job key) reads that job alone: the re-evaluation a cooldown scheduled.
+        """
+        sessions = [c for c in self.sessions if only_job is None or only_job.startswith(f"{c.name}/")]
+        results = await asyncio.gather(*(self._collect_cluster(c, rec, only_job) for c in sessions))
+        found = [item for batch, _ in results for item in batch]
+        return Collected(
+            samples=tuple(s for s in found if isinstance(s, JobSample)),
+            unavailable=tuple(u for u in found if isinstance(u, Unavailable)),
+            cluster_errors={c.name: err for c, (_, err) in zip(sessions, results, strict=True) if err},
+        )
+
+    async def _collect_cluster(
+        self, cluster: ClusterSession, rec: TickRecord, only_job: str | None
+    ) -> tuple[list[JobSample | Unavailable], str | None]:
+        if not await self._hold_lease(cluster, rec.now_ms):
+            return [], None
+        try:
+            discovery = await discover(cluster.client, cluster.settings, cluster.options)
+        except FlinkError as exc:
+            reason = (
+                Reason.CLUSTER_UNREACHABLE if isinstance(exc, FlinkUnreachable) else Reason.AUTOSCALER_ERROR
+            )
+            log.warning("cluster_unavailable", cluster=cluster.name, error=str(exc))
+            self.metrics.report_error(cluster.name, reason)
+            return [], str(exc)
+        await cluster.read_flink_cooldown(rec.now_ms)
+        targets = [t for t in discovery.targets if only_job is None or t.job.key == only_job]
+        if only_job is None:  # a one-job view must not forget or recount the others
+            cluster.jobs = {t.job.key for t in discovery.targets} | {j.key for j in discovery.not_running}
+            for job, message in discovery.invalid:
+                cluster.jobs.add(job.key)
+                rec.invalid_options(job, message, cluster.options)
+        if not targets:
+            return [], None
+        return await self._collect_targets(cluster, targets, rec.now_ms), None
+
+    async def _collect_targets(
+        self, cluster: ClusterSession, targets: list[JobTarget], now_ms: int
+    ) -> list[JobSample | Unavailable]:
+        taskmanagers = await collect_taskmanagers(cluster.client, cluster.names)
+        taskmanagers = await fetch_taskmanager_resources(cluster.client, taskmanagers)  # for quota checks
+        fetch_wait_s = cluster.settings.metric_fetch_wait.total_seconds() if self._fetch_wait else 0.0
+        return list(
+            await asyncio.gather(
+                *(
+                    collect(
+                        cluster.client,
+                        t,
+                        now_ms,
+                        cluster.names,
+                        taskmanagers,
+                        fetch_wait_s=fetch_wait_s,
+                        providers=metric_providers(
+                            t.options, plugins=self.plugins, evaluators=self.evaluators
+                        ),
+                    )
+                    for t in targets
+                )
+            )
+        )
+
+    # ------------------------------------------------------------------ leases
+    async def _hold_lease(self, cluster: ClusterSession, now_ms: int) -> bool:
+        """Take or renew the cluster's lease in the state database: only its holder acts on the
+        cluster, so daemons sharing a database never both rescale a job. Without it (or when the
+        database cannot say) the daemon stands by for the tick: no discovery, no decisions."""
+        name, me = cluster.name, self.settings.instance_id
+        ttl_ms = to_ms(self.settings.effective_lease_ttl)
+        try:
+            lease = await asyncio.to_thread(self.state.acquire_lease, name, me, now_ms, ttl_ms)
+        except Exception as exc:
+            log.error("lease_unavailable", cluster=name, error=str(exc))
+            self.metrics.report_error(name, Reason.STATE_STORE_ERROR)
+            lease = None
+        held = lease is not None and lease.held_by(me, now_ms)
+        holder = lease.owner if lease is not None else None
+        if held and cluster.lease_holder != me:
+            log.info("lease_acquired", cluster=name, instance=me, previous=cluster.lease_holder)
+        elif not held and (holder != cluster.lease_holder or cluster.lease_expires_ms):
+            until = lease.expires_ms if lease is not None else None
+            log.warning("standing_by", cluster=name, instance=me, holder=holder, holder_until_ms=until)
+        if not held and cluster.lease_expires_ms:
+            self._stand_down(cluster)
+        cluster.lease_expires_ms = lease.expires_ms if held and lease is not None else 0
+        cluster.lease_holder = holder
+        self.metrics.lease_held.labels(name).set(1 if held else 0)
+        return held
+
+    def _stand_down(self, cluster: ClusterSession) -> None:
+        """Drop what this process knew of the cluster's jobs; the holder keeps their stored state and
+        window, which this process replays if it takes the cluster back."""
+        self.forget(sorted(cluster.jobs))  # before clearing jobs: a forgotten job is not "gone" (no trim)
+        cluster.jobs = set()
+        self.metrics.jobs.labels(cluster.name).set(0)
+
+    def lapsed(self, now_ms: int) -> set[str]:
+        """Clusters whose lease this daemon does not hold (any more): their jobs are not its to write."""
+        return {c.name for c in self.sessions if not c.holds_lease(now_ms)}
+
+    async def release_leases(self) -> None:
+        """Hand the held leases back (a standby takes over at its next tick)."""
+        me = self.settings.instance_id
+        for c in self.sessions:
+            if not c.lease_expires_ms:
+                continue
+            try:
+                await asyncio.to_thread(self.state.release_lease, c.name, me)
+                log.info("lease_released", cluster=c.name, instance=me)
+            except Exception as exc:  # it expires on its own after lease_ttl
+                log.warning("lease_release_failed", cluster=c.name, error=str(exc))
+            c.lease_expires_ms = 0
+
+    # ------------------------------------------------------------------ jobs that leave
+    def vanished(self) -> list[str]:
+        """Forget the jobs no longer on their (reachable) cluster and return their keys (their stored
+        window rows go with this tick's write); their state is kept."""
+        live = {key for c in self.sessions for key in c.jobs}
+        gone = sorted(self.metrics.known_jobs() - live)  # an unreachable cluster keeps its last job set
+        if gone:
+            self.forget(gone)
+        return gone
+
+    def forget(self, keys: Sequence[str]) -> None:
+        """Drop the jobs' metric series, cached metric names and whatever ``forget`` drops elsewhere."""
+        self._forget(keys)
+        self.metrics.forget_jobs(keys)
+        for c in self.sessions:
+            for key in keys:
+                c.names.forget(key)
+
+    def report_jobs(self, samples: Sequence[JobSample]) -> None:
+        for c in self.sessions:
+            self.metrics.jobs.labels(c.name).set(sum(1 for s in samples if s.job.cluster == c.name))
+
+    async def aclose(self) -> None:
+        await self.release_leases()
+        for c in self.sessions:
+            with contextlib.suppress(Exception):
+                await c.client.aclose()
+
+
+def flink_cooldown_ms(jobmanager_config: Mapping[str, str]) -> int:
+    """The adaptive scheduler's cooldown from ``/jobmanager/config``; Flink's default if unset or bad."""
+    for key in _COOLDOWN_KEYS:
+        if key in jobmanager_config:
+            try:
+                return to_ms(parse_duration(jobmanager_config[key]))
+            except ValueError:
+                log.warning("unparsable_flink_cooldown", key=key, value=jobmanager_config[key])
+    return FLINK_DEFAULT_COOLDOWN_MS

@@ -1,0 +1,103 @@
+"""The evaluate stage as the daemon runs it: every job of the tick in one call to the evaluator.
+
+:class:`Evaluator` is what the daemon needs of a backend (``SparkEvaluator``, or a test's stub).
+:func:`evaluate` gives it each job's recent scaling history and custom evaluators, runs it off the
+event loop, and turns a failure into :class:`Evaluated` with an error: nothing scales on a tick whose
+evaluation failed, and the loop goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import structlog
+
+from autoscaler.evaluate.custom import ConfiguredEvaluator
+from autoscaler.evaluate.history import trim_history
+from autoscaler.metrics import MetricsReporter
+from autoscaler.model import JobEvaluation, JobSample
+from autoscaler.plugins.evaluators import EvaluatorInstances
+from autoscaler.reasons import Reason
+from autoscaler.state.model import ScalingRecord
+from autoscaler.state.tick import Loaded
+
+__all__ = ["Evaluated", "Evaluator", "evaluate"]
+
+log = structlog.get_logger(__name__)
+
+
+class Evaluator(Protocol):
+    def evaluate(
+        self,
+        samples: Sequence[JobSample],
+        now_ms: int,
+        *,
+        history: Mapping[str, Sequence[ScalingRecord]] | None = None,
+        evaluators: Mapping[str, Sequence[ConfiguredEvaluator]] | None = None,
+        restored: Mapping[str, Sequence[JobSample]] | None = None,
+        reload: Callable[[Sequence[JobSample]], Mapping[str, Sequence[JobSample]]] | None = None,
+    ) -> dict[str, JobEvaluation]:
+        """Every job of the tick at once.
+
+        ``restored``: stored samples to replay first; ``reload``: how to fetch them all again if Spark
+        lost its windows (see ``SparkEvaluator.evaluate``); ``history`` (job key -> records, oldest
+        first) feeds the history-dependent rules (restart time, ineffective scale-ups, scalability);
+        ``evaluators`` (job key -> configured custom evaluators, in order) refine each vertex's metrics.
+        """
+        ...
+
+    def forget(self, job_keys: Sequence[str]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluated:
+    """The tick's evaluations by job key; ``error`` says why there are none when evaluation failed."""
+
+    evaluations: Mapping[str, JobEvaluation] = field(default_factory=dict)
+    error: str | None = None
+
+
+async def evaluate(
+    evaluator: Evaluator,
+    samples: Sequence[JobSample],
+    loaded: Loaded,
+    now_ms: int,
+    *,
+    evaluators: EvaluatorInstances,
+    metrics: MetricsReporter,
+    reload: Callable[[Sequence[JobSample]], Mapping[str, Sequence[JobSample]]] | None = None,
+) -> Evaluated:
+    """Evaluate every job of the tick in one batched computation, off the event loop."""
+    if not samples:
+        return Evaluated()
+    started = time.perf_counter()
+    try:
+        # Each job's scaling history feeds restart-time tracking, effectiveness and scalability.
+        history = {
+            s.job.key: trim_history(loaded.states[s.job.key].history, now_ms, s.target.options)
+            for s in samples
+        }
+        run = functools.partial(
+            evaluator.evaluate,
+            list(samples),
+            now_ms,
+            history=history,
+            evaluators=evaluators.for_samples(samples),
+            **({"restored": loaded.restored} if loaded.restored else {}),
+            **({"reload": reload} if reload is not None else {}),
+        )
+        evaluations = await asyncio.to_thread(run)
+    except Exception as exc:  # Spark failing must not stop the loop; nothing scales this tick
+        error = f"evaluation failed: {type(exc).__name__}: {exc}"
+        metrics.report_spark(False, error)
+        log.error("evaluation_failed", error=str(exc), exc_info=True)
+        for s in samples:
+            metrics.report_error(s.job.cluster, Reason.AUTOSCALER_ERROR)
+        return Evaluated(error=error)
+    metrics.report_spark(True, duration_s=time.perf_counter() - started)
+    return Evaluated(evaluations)

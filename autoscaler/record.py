@@ -1,0 +1,355 @@
+"""The record stage: what a tick tells the operator — events, metrics, decision logs — and when.
+
+Every stage reports what happened to a job through the tick's :class:`TickRecord`: the event texts,
+their deduplication keys and the Prometheus counters live here, not in the stages, so the wording the
+operator sees is in one place and a stage reads as its decision. A tick's events and its changed job
+states are held until the end of the tick: :meth:`TickRecord.publish` runs after the state layer has
+committed them, so whoever sees an event (a ``Scaling``, say) can count on the state behind it (the
+pending rescale, the history) being stored. A crash in between loses the tick's events, not its state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import structlog
+
+from autoscaler.decide import Decision
+from autoscaler.durations import to_ms
+from autoscaler.events import Event, EventSink, EventType
+from autoscaler.flink.errors import FlinkError
+from autoscaler.metrics import MetricsReporter
+from autoscaler.model import JobEvaluation, JobRef, Unavailable
+from autoscaler.outcome import JobOutcome
+from autoscaler.plugins.chain import ChainResult
+from autoscaler.realize import Confirmation, RealizeResult
+from autoscaler.reasons import Reason
+from autoscaler.settings import AutoscalerOptions
+from autoscaler.state import JobState, PendingRescale
+
+__all__ = ["TickRecord", "changes_key", "report_text"]
+
+log = structlog.get_logger(__name__)
+
+_PLUGIN_OK = (Reason.SCALING_APPROVED, Reason.SCALING_MODIFIED)
+
+
+@dataclass
+class TickRecord:
+    """One tick's ledger: the events to emit, the job states to write and the outcomes to deliver.
+
+    The stages fill it; the state layer writes :attr:`states`; :meth:`publish` emits the rest.
+    """
+
+    now_ms: int
+    metrics: MetricsReporter
+    events: list[tuple[Event, int]] = field(default_factory=list)  # (event, dedup interval ms)
+    states: dict[str, JobState] = field(default_factory=dict)  # job key -> state changed this tick
+    outcomes: list[JobOutcome] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)  # for the tick's duration
+
+    # ------------------------------------------------------------------ the ledger
+    def event(
+        self,
+        job_key: str,
+        reason: Reason,
+        type_: EventType,
+        message: str,
+        *,
+        key: str = "",
+        interval_ms: int = 0,
+    ) -> None:
+        self.events.append((Event(job_key, reason, type_, message, self.now_ms, key=key), interval_ms))
+
+    def save(self, job_key: str, state: JobState) -> None:
+        """Remember the job's new state; the state layer writes the whole tick in one transaction."""
+        self.states[job_key] = state
+
+    def done(self, outcome: JobOutcome) -> JobOutcome:
+        """Log a job's final outcome of the tick (one ``decision`` line per job and tick)."""
+        log.info(
+            "decision",
+            cluster=outcome.job.cluster,
+            job=outcome.job.name,
+            outcome=str(outcome.outcome),
+            detail=outcome.detail,
+        )
+        self.outcomes.append(outcome)
+        return outcome
+
+    async def publish(self, sink: EventSink, on_outcome: Callable[[JobOutcome], None] | None) -> None:
+        """Emit the tick's events, then hand its outcomes to ``on_outcome``; both off the event loop
+        (a slow or hanging database, or the callback's file writes, must not stall the ticks)."""
+        if self.events:
+            await asyncio.to_thread(_emit, sink, self.events)
+        if self.outcomes and on_outcome is not None:
+            await asyncio.to_thread(_deliver, on_outcome, self.outcomes)
+
+    # ------------------------------------------------------------------ collection
+    def invalid_options(self, job: JobRef, message: str, options: AutoscalerOptions) -> None:
+        self.event(
+            job.key,
+            Reason.OPTIONS_VALIDATION,
+            EventType.WARNING,
+            message,
+            interval_ms=to_ms(options.scaling_event_interval),
+        )
+        self.metrics.report_error(job.cluster, Reason.OPTIONS_VALIDATION)
+
+    def unavailable(self, unavailable: Unavailable) -> JobOutcome:
+        job = unavailable.job
+        if unavailable.reason is not Reason.NOT_RUNNING:
+            self.metrics.report_error(job.cluster, unavailable.reason)
+        log.info(
+            "job_unavailable",
+            cluster=job.cluster,
+            job=job.name,
+            reason=str(unavailable.reason),
+            detail=unavailable.detail,
+        )
+        return self.done(JobOutcome(job, self.now_ms, unavailable.reason, unavailable.detail))
+
+    # ------------------------------------------------------------------ confirmation of a rescale
+    def confirmed(self, job: JobRef, result: Confirmation, names: dict[str, str]) -> None:
+        got = ", ".join(f"{names.get(v, v)} {p}" for v, p in result.actual.items())
+        if result.capped:
+            text = f"rescale applied with less than requested (Flink capped it, e.g. by free slots): {got}"
+            self.event(job.key, Reason.SCALING_LIMITED, EventType.WARNING, text)
+        else:
+            self.event(job.key, Reason.SCALING_CONFIRMED, EventType.NORMAL, f"rescale running: {got}")
+
+    def stuck(self, job: JobRef, pending: PendingRescale, timeout: timedelta) -> None:
+        text = f"rescale to {dict(pending.target)} not running after {timeout}"
+        self.event(job.key, Reason.RESCALE_STUCK, EventType.WARNING, text)
+
+    # ------------------------------------------------------------------ evaluation
+    def not_evaluated(self, job: JobRef, options: AutoscalerOptions, detail: str) -> JobOutcome:
+        self.event(
+            job.key,
+            Reason.AUTOSCALER_ERROR,
+            EventType.WARNING,
+            detail,
+            interval_ms=to_ms(options.scaling_event_interval),
+        )
+        return self.done(JobOutcome(job, self.now_ms, Reason.AUTOSCALER_ERROR, detail))
+
+    def evaluated(self, evaluation: JobEvaluation) -> None:
+        """The evaluation's metrics, and its warnings: ineffective scale-ups, limited alignment and
+        custom evaluators that failed."""
+        self.metrics.report_evaluation(evaluation)
+        self._ineffective(evaluation)
+        self._limited(evaluation)
+        self._evaluator_failures(evaluation)
+
+    def _ineffective(self, evaluation: JobEvaluation) -> None:
+        """The reference always reports an ineffective scale-up; blocking it is a separate option."""
+        options = evaluation.sample.target.options
+        names = {v.id: v.name for v in evaluation.sample.topology}
+        for vid in evaluation.ineffective_scale_ups:
+            v = evaluation.vertices[vid]
+            blocked = (
+                " (further scale-ups blocked)" if options.scaling_effectiveness_detection_enabled else ""
+            )
+            text = (
+                f"Ineffective scaling detected for {names.get(vid, vid)} ({vid}): processing rate "
+                f"{v.true_processing_rate:.2f} after the last scale-up did not reach "
+                f"scaling.effectiveness.threshold {options.scaling_effectiveness_threshold}{blocked}"
+            )
+            self.event(
+                evaluation.job.key,
+                Reason.INEFFECTIVE_SCALING,
+                EventType.NORMAL,
+                text,
+                key=f"IneffectiveScaling:{vid}",
+                interval_ms=to_ms(options.scaling_event_interval),
+            )
+
+    def _limited(self, evaluation: JobEvaluation) -> None:
+        """The deprecated legacy alignment moved or blocked a vertex's target: warn, as the reference."""
+        options = evaluation.sample.target.options
+        names = {v.id: v.name for v in evaluation.sample.topology}
+        for vid, v in evaluation.vertices.items():
+            if v.limited_from is None:
+                continue
+            text = (
+                f"Scaling limited detected for {names.get(vid, vid)} ({vid}) (expected parallelism: "
+                f"{v.limited_from}, actual parallelism {v.target_parallelism}): "
+                f"scaling.key-group.partitions.adjust.mode={options.key_group_partitions_adjust_mode} "
+                "found no aligned parallelism in the scaling direction"
+            )
+            self.event(
+                evaluation.job.key,
+                Reason.SCALING_LIMITED,
+                EventType.WARNING,
+                text,
+                key=f"ScalingLimited{vid}",
+                interval_ms=to_ms(options.scaling_event_interval),
+            )
+
+    def _evaluator_failures(self, evaluation: JobEvaluation) -> None:
+        """A custom evaluator that raised (built-in values kept) or is missing (job not scaled)."""
+        options = evaluation.sample.target.options
+        problems = [str(f) for f in evaluation.evaluator_failures]
+        if evaluation.not_ready is Reason.PLUGIN_FAILED:
+            problems.append(evaluation.not_ready_detail or "a configured custom evaluator is unavailable")
+        for problem in problems:
+            self.metrics.report_error(evaluation.job.cluster, Reason.PLUGIN_FAILED)
+            self.event(
+                evaluation.job.key,
+                Reason.PLUGIN_FAILED,
+                EventType.WARNING,
+                f"custom evaluator: {problem}",
+                key=f"evaluator:{problem}",
+                interval_ms=to_ms(options.scaling_event_interval),
+            )
+
+    # ------------------------------------------------------------------ decision
+    def decided(self, decision: Decision, options: AutoscalerOptions) -> None:
+        """What the gates said, for the gates whose verdict the operator is told of."""
+        job, interval = decision.job, to_ms(options.scaling_event_interval)
+        if decision.outcome is Reason.COOLDOWN_DEFERRED and decision.retry_at_ms is not None:
+            self.metrics.deferred.labels(job.cluster, job.name).inc()
+            self.event(
+                job.key,
+                Reason.COOLDOWN_DEFERRED,
+                EventType.NORMAL,
+                decision.detail,
+                key=f"retry:{decision.retry_at_ms}",
+                interval_ms=interval,
+            )
+        if decision.forced:
+            self.metrics.forced.labels(job.cluster, job.name).inc()
+            self.event(job.key, Reason.SCALING_FORCED, EventType.NORMAL, decision.detail)
+        if decision.outcome in (Reason.MEMORY_PRESSURE, Reason.RESOURCE_QUOTA_REACHED):
+            kind = EventType.NORMAL if decision.outcome is Reason.MEMORY_PRESSURE else EventType.WARNING
+            self.event(job.key, decision.outcome, kind, decision.detail, interval_ms=interval)
+        if decision.outcome in (Reason.ADVISOR_MODE, Reason.EXCLUDED_PERIOD):
+            self.event(
+                job.key,
+                Reason.SCALING_REPORT,
+                EventType.NORMAL,
+                report_text(decision, enabled=False),
+                key=changes_key(decision),
+                interval_ms=interval,
+            )
+
+    # ------------------------------------------------------------------ executor plugins
+    def plugins(self, job: JobRef, chain: ChainResult, options: AutoscalerOptions) -> None:
+        interval = to_ms(options.scaling_event_interval)
+        for o in chain.outcomes:
+            self.metrics.plugin_outcomes.labels(job.cluster, job.name, o.plugin, str(o.outcome)).inc()
+            kind = EventType.NORMAL if o.outcome in _PLUGIN_OK else EventType.WARNING
+            text = f"executor plugin {o.plugin}: {o.outcome}" + (f" ({o.detail})" if o.detail else "")
+            self.event(job.key, o.outcome, kind, text, key=f"{o.outcome}:{o.plugin}", interval_ms=interval)
+
+    def vetoed(self, job: JobRef, chain: ChainResult, options: AutoscalerOptions) -> str:
+        """The veto's text; its event unless the vetoing plugin's own ``ScalingVetoed`` already said it."""
+        vetoed = chain.vetoed_by
+        plugin, why = (vetoed.plugin, vetoed.detail) if vetoed else ("?", "")
+        text = f"scaling vetoed by plugin {plugin}" + (f": {why}" if why else "")
+        if vetoed is None or vetoed.outcome is not Reason.SCALING_VETOED:
+            self.event(
+                job.key,
+                Reason.SCALING_VETOED,
+                EventType.WARNING,
+                text,
+                key=f"ScalingVetoed:{plugin}",
+                interval_ms=to_ms(options.scaling_event_interval),
+            )
+        return text
+
+    # ------------------------------------------------------------------ realizing
+    def lease_expired(self, decision: Decision) -> str:
+        text = "the cluster's lease expired during this tick (another daemon may act): not rescaling"
+        log.warning("lease_expired_before_rescale", changes=changes_key(decision))
+        self.metrics.report_error(decision.job.cluster, Reason.LEASE_EXPIRED)
+        return text
+
+    def rescaling(self, decision: Decision) -> None:
+        """The ScalingReport of a rescale about to be requested."""
+        text = report_text(decision, enabled=True)
+        self.event(decision.job.key, Reason.SCALING_REPORT, EventType.NORMAL, text)
+
+    def realized(self, job: JobRef, realized: RealizeResult, desired: dict[str, int]) -> None:
+        if realized.issued:
+            body = ", ".join(f"{vid}: {b.lower}..{b.upper}" for vid, b in realized.requirements.items())
+            self.event(
+                job.key,
+                Reason.SCALING,
+                EventType.NORMAL,
+                f"In-place scaling triggered, the new requirements is {{{body}}}",
+            )
+        else:
+            log.info("requirements_already_match", desired=desired)
+
+    def outcome(self, outcome: JobOutcome) -> JobOutcome:
+        """A job's decided outcome (whatever it is): counted, then logged."""
+        realized = outcome.realized
+        self.metrics.report_outcome(outcome.job, outcome.outcome, realized is not None and realized.issued)
+        return self.done(outcome)
+
+    def failed(self, job: JobRef, options: AutoscalerOptions, exc: Exception) -> JobOutcome:
+        """One job's failure stays with that job: logged, counted, an event, no rescale."""
+        # A REST failure says all in its message; anything else is a bug and needs its traceback.
+        log.error("job_tick_failed", error=str(exc), exc_info=not isinstance(exc, FlinkError))
+        self.metrics.report_error(job.cluster, Reason.AUTOSCALER_ERROR)
+        self.event(
+            job.key,
+            Reason.AUTOSCALER_ERROR,
+            EventType.WARNING,
+            _truncate(str(exc)),
+            interval_ms=to_ms(options.scaling_event_interval),
+        )
+        return self.done(JobOutcome(job, self.now_ms, Reason.AUTOSCALER_ERROR, str(exc)))
+
+
+def report_text(decision: Decision, *, enabled: bool) -> str:
+    """The reference's ScalingReport text: one ``{ Vertex ID … }`` block per changed vertex."""
+    header = (
+        "Scaling execution enabled, begin scaling vertices:"
+        if enabled
+        else "Scaling execution disabled by config, recommended parallelism changes:"
+    )
+    ev = decision.evaluation
+    lines = []
+    for vid, c in decision.changes.items():
+        v = ev.vertices.get(vid) if ev else None
+        tpr = v.true_processing_rate if v else float("nan")
+        exp = v.expected_processing_rate if v else float("nan")
+        tdr = v.target_data_rate if v else float("nan")
+        lines.append(
+            f"{{ Vertex ID {vid} | Parallelism {c.current} -> {c.target} | "
+            f"Processing capacity {tpr:.2f} -> {exp:.2f} | Target data rate {tdr:.2f}}}"
+        )
+    return header + "".join(lines)
+
+
+def changes_key(decision: Decision) -> str:
+    """A short, stable digest of a decision's changes: the same recommendation dedups to one event."""
+    text = ";".join(f"{vid}:{c.current}->{c.target}" for vid, c in sorted(decision.changes.items()))
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def _emit(sink: EventSink, events: Sequence[tuple[Event, int]]) -> None:
+    for event, interval_ms in events:
+        try:
+            sink.emit(event, interval_ms)
+        except Exception as exc:  # recording must never fail a tick
+            log.error("event_failed", reason=str(event.reason), job=event.job_key, error=str(exc))
+
+
+def _deliver(on_outcome: Callable[[JobOutcome], None], outcomes: Sequence[JobOutcome]) -> None:
+    for outcome in outcomes:
+        try:
+            on_outcome(outcome)
+        except Exception as exc:
+            log.error("outcome_callback_failed", job=outcome.job.key, error=str(exc))
+
+
+def _truncate(text: str, limit: int = 2048) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,157 @@
+"""The state layer as one tick uses it: read every job's state and stored window at the start, write
+the whole tick back in one transaction at the end.
+
+All of it runs off the event loop (the store may be a database on the network). A write that fails
+is like a crash: the tick is lost, the next one recomputes from what the store holds, and idempotent
+realizing keeps a rescale the lost tick issued from being sent twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from autoscaler.durations import to_ms
+from autoscaler.metrics import MetricsReporter
+from autoscaler.model import JobSample
+from autoscaler.reasons import Reason
+from autoscaler.state.model import JobState
+from autoscaler.state.store import StateStore, custom_window_rows, group_window, window_rows
+
+__all__ = ["Loaded", "TickStore"]
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """What the store held for the tick's jobs."""
+
+    states: Mapping[str, JobState] = field(default_factory=dict)  # job key -> remembered state
+    # job key -> stored window ticks this process has not evaluated yet (after a restart, a takeover)
+    restored: Mapping[str, Sequence[JobSample]] = field(default_factory=dict)
+
+
+class TickStore:
+    """Loads and flushes a tick's job states and metric windows.
+
+    It remembers which jobs' stored windows this process has already replayed, so a window is
+    restored once per job and process (again after :meth:`forget`, e.g. when the lease comes back).
+    """
+
+    def __init__(self, state: StateStore, metrics: MetricsReporter, *, persist_window: bool) -> None:
+        self.state = state
+        self.metrics = metrics
+        self.persist_window = persist_window
+        self._restored: set[str] = set()  # jobs whose stored window this process replayed
+
+    # ------------------------------------------------------------------ load
+    async def load(self, samples: Sequence[JobSample]) -> Loaded:
+        """Every job's remembered state in one read, then the stored windows not replayed yet."""
+        keys = [s.job.key for s in samples]
+        states = await asyncio.to_thread(self.state.load_many, keys) if keys else {}
+        return Loaded(states, await self._stored_windows(samples))
+
+    async def _stored_windows(self, samples: Sequence[JobSample]) -> dict[str, list[JobSample]]:
+        """The stored window of each job this process has not evaluated yet (e.g. after a restart).
+
+        Only ticks older than the job's current sample and with its vertex set come back; whether
+        the job restarted since is the evaluator's window bookkeeping to decide, as for live ticks.
+        """
+        new = [s for s in samples if s.job.key not in self._restored]
+        self._restored.update(s.job.key for s in new)
+        if not new or not self.persist_window:
+            return {}
+        try:
+            restored = await asyncio.to_thread(self.load_windows, new)
+        except Exception as exc:  # without it the window just fills again from now on
+            log.warning("window_restore_failed", error=str(exc))
+            return {}
+        if restored:
+            log.info("windows_restored", jobs={k: len(v) for k, v in restored.items()})
+        return restored
+
+    def load_windows(self, samples: Sequence[JobSample]) -> dict[str, list[JobSample]]:
+        """Each job's stored ticks older than its sample and with its vertex set (blocking I/O).
+
+        The evaluator also calls it to refill every window at once when Spark lost them.
+        """
+        out: dict[str, list[JobSample]] = {}
+        for sample in samples:
+            vertices = set(sample.topology.vertices)
+            past = [
+                JobSample(
+                    sample.target,
+                    t.ts_ms,
+                    t.running_since_ms,
+                    sample.topology,
+                    t.vertices,
+                    custom_vertex_metrics=t.custom_vertex_metrics,
+                    custom_job_metrics=t.custom_job_metrics,
+                )
+                for t in group_window(
+                    self.state.load_window(sample.job.key), self.state.load_custom_window(sample.job.key)
+                )
+                if t.ts_ms < sample.ts_ms and set(t.vertices) == vertices
+            ]
+            if past:
+                out[sample.job.key] = past
+        return out
+
+    def forget(self, keys: Iterable[str]) -> None:
+        """Replay these jobs' stored windows again when they come back to this process."""
+        self._restored.difference_update(keys)
+
+    # ------------------------------------------------------------------ flush
+    async def flush(
+        self,
+        samples: Sequence[JobSample],
+        loaded: Loaded,
+        states: Mapping[str, JobState],
+        now_ms: int,
+        *,
+        gone: Sequence[str] = (),
+        lapsed: Iterable[str] = (),
+    ) -> None:
+        """Write the tick in one transaction: changed states, the tick's samples, the window trim.
+
+        ``states`` are the states the tick produced (unchanged ones are not written); ``gone`` jobs
+        left their cluster and drop their window rows; the jobs of ``lapsed`` clusters (whose lease
+        this daemon lost during the tick) are not written: another daemon may own them by now.
+        """
+        lapsed = set(lapsed)
+        if lapsed:
+            prefixes = tuple(f"{name}/" for name in lapsed)
+            samples = [s for s in samples if s.job.cluster not in lapsed]
+            states = {key: state for key, state in states.items() if not key.startswith(prefixes)}
+            gone = [key for key in gone if not key.startswith(prefixes)]
+        changed = {key: state for key, state in states.items() if loaded.states.get(key) != state}
+        rows = {s.job.key: window_rows(s) for s in samples} if self.persist_window else {}
+        custom = {s.job.key: custom_window_rows(s) for s in samples if s.job.key in rows}
+        custom = {key: measured for key, measured in custom.items() if measured}
+        cut = {
+            s.job.key: now_ms - to_ms(s.target.options.metrics_window) for s in samples if s.job.key in rows
+        }
+        cut.update({key: now_ms + 1 for key in gone})  # a job that left drops its window rows
+
+        def write() -> None:
+            with self.state.transaction():
+                if changed:
+                    self.state.save_many(changed)
+                if rows:
+                    self.state.append_windows(rows)
+                if custom:
+                    self.state.append_custom_windows(custom)
+                if cut:
+                    self.state.trim_windows(cut)
+
+        try:
+            if changed or rows or cut:
+                await asyncio.to_thread(write)
+        except Exception as exc:
+            log.error("state_save_failed", error=str(exc), jobs=sorted(changed), exc_info=True)
+            for cluster in sorted({s.job.cluster for s in samples}):
+                self.metrics.report_error(cluster, Reason.STATE_STORE_ERROR)

@@ -1,0 +1,220 @@
+"""The per-job stages (``autoscaler.act``) in a real tick: the executor plugins approve, modify or veto;
+the gates that hold a rescale back say so; realizing is idempotent, confirmed, and given up when stuck.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as metadata
+from datetime import timedelta
+
+import httpx
+from daemon_world import OPTIONS, World
+
+from autoscaler.act import decide_jobs
+from autoscaler.evaluate.stage import Evaluated
+from autoscaler.metrics import MetricsReporter
+from autoscaler.model import JobRef
+from autoscaler.plugins import ScalingExecutorPlugin
+from autoscaler.plugins.configured import PluginInstances
+from autoscaler.plugins.loader import ENTRY_POINT_GROUP, DiscoveredPlugin, PluginRegistry
+from autoscaler.reasons import Reason
+from autoscaler.record import TickRecord
+from autoscaler.state import JobState
+from autoscaler.state.tick import Loaded
+from autoscaler.testing import StubEvaluator, make_evaluation, make_sample, make_topology, vertex_eval
+
+
+async def test_a_raising_plugin_vetoes_and_nothing_is_put():
+    class Broken(ScalingExecutorPlugin):
+        name = "broken"
+
+        def apply(self, context, changes):
+            raise KeyError("bug in plugin")
+
+    w = World(StubEvaluator({"Work": 3}), plugins=(Broken(),))
+    report = await w.tick()
+    assert {o.outcome for o in report.outcomes} == {Reason.SCALING_VETOED}
+    assert w.puts("a") == w.puts("b") == []
+    vetoes = [e for e in w.events.events("a/job-a") if e.reason is Reason.SCALING_VETOED]
+    assert vetoes and "broken" in vetoes[0].message
+
+
+def _registry() -> PluginInstances:
+    ep = metadata.EntryPoint("cpu-gate", "flink_autoscaler_cpu_gate:CpuGatePlugin", ENTRY_POINT_GROUP)
+    return PluginInstances(PluginRegistry([DiscoveredPlugin("cpu-gate", ep.value, "test", ep)]))
+
+
+def _gate(threshold: str) -> dict[str, str]:
+    return {
+        **OPTIONS,
+        "job.autoscaler.scaling.custom-executors": "gate",
+        "job.autoscaler.scaling.custom-executor.gate.class": "cpu-gate",
+        "job.autoscaler.scaling.custom-executor.gate.threshold": threshold,
+    }
+
+
+async def test_configured_cpu_gate_vetoes_with_an_event_and_a_counter():
+    w = World(StubEvaluator({"Source: BacklogSource": 2}), plugins=_registry(), options=_gate("1.01"))
+    report = await w.tick()
+    assert {o.outcome for o in report.outcomes} == {Reason.SCALING_VETOED}
+    assert w.puts("a") == []
+    vetoes = [e for e in w.events.events("a/job-a") if e.reason is Reason.SCALING_VETOED]
+    assert [e.key for e in vetoes] == ["ScalingVetoed:gate"]
+    assert (
+        w.metrics.registry.get_sample_value(
+            "flink_autoscaler_plugin_outcomes_total",
+            {"cluster": "a", "job": "job-a", "plugin": "gate", "outcome": "ScalingVetoed"},
+        )
+        == 1
+    )
+
+
+async def test_configured_cpu_gate_approves_and_aligns_every_vertex_to_the_source():
+    w = World(StubEvaluator({"Source: BacklogSource": 2}), plugins=_registry(), options=_gate("0"))
+    await w.tick()
+    for _ in range(3):
+        await w.tick()
+    assert set(w.sims["a"].parallelism(w.jobs["a"]).values()) == {2}
+    assert Reason.SCALING_MODIFIED in w.events.reasons("a/job-a")
+
+
+async def test_a_configured_plugin_that_is_not_installed_vetoes():
+    options = {**_gate("0"), "job.autoscaler.scaling.custom-executor.gate.class": "no.such.Plugin"}
+    w = World(StubEvaluator({"Work": 3}), plugins=_registry(), options=options)
+    report = await w.tick()
+    assert {o.outcome for o in report.outcomes} == {Reason.SCALING_VETOED}
+    assert w.puts("a") == w.puts("b") == []
+    failed = [e for e in w.events.events("a/job-a") if e.reason is Reason.PLUGIN_FAILED]
+    assert failed and "no executor plugin 'no.such.Plugin' is installed" in failed[0].message
+
+
+async def test_plugins_receive_the_jobs_context_and_their_own_prefix_stripped_config():
+    seen = []
+
+    class Recorder(ScalingExecutorPlugin):
+        def apply(self, context, changes):
+            seen.append((self.name, context, dict(changes)))
+            return changes
+
+    class InProcess:  # stands in for an entry point: the plugin class is defined right here
+        @staticmethod
+        def load():
+            return Recorder
+
+    plugin = DiscoveredPlugin("recorder", "tests:Recorder", "test", InProcess())
+    options = {
+        **OPTIONS,
+        "job.autoscaler.scaling.custom-executors": "rec",
+        "job.autoscaler.scaling.custom-executor.rec.class": "recorder",
+        "job.autoscaler.scaling.custom-executor.rec.budget": "7",
+    }
+    w = World(StubEvaluator({"Work": 3}), plugins=PluginInstances(PluginRegistry([plugin])), options=options)
+    await w.tick()
+    by_job = {ctx.job.name: (name, ctx, changes) for name, ctx, changes in seen}
+    name, ctx, changes = by_job["job-a"]
+    work = w.sims["a"].vertex_ids(w.jobs["a"])["Work"]
+    assert name == "rec" and ctx.config == {"budget": "7"}
+    assert ctx.job.key == "a/job-a" and ctx.options.custom_executors == ("rec",)
+    assert set(ctx.evaluation.vertices) == set(w.sims["a"].vertex_ids(w.jobs["a"]).values())
+    assert [(c.current, c.target) for c in changes.values()] == [(1, 3)] and work in changes
+    assert ctx.client is not None and await ctx.client.overview()  # a live client for the job's cluster
+
+
+async def test_cpu_quota_from_taskmanager_resources_blocks_with_a_warning():
+    # The simulated TaskManager has 8 slots; Work at 9 needs a second TaskManager, over quota.cpu.
+    options = {**OPTIONS, "job.autoscaler.quota.cpu": "1"}
+    w = World(StubEvaluator({"Work": 9}), options=options)
+    report = await w.tick()
+    assert {o.outcome for o in report.outcomes} == {Reason.RESOURCE_QUOTA_REACHED}
+    assert w.puts("a") == w.puts("b") == []
+    (event,) = [e for e in w.events.events("a/job-a") if e.reason is Reason.RESOURCE_QUOTA_REACHED]
+    assert "quota.cpu" in event.message and str(event.type) == "Warning"
+
+
+async def test_excluded_period_reports_the_recommendation_and_applies_nothing():
+    options = {**OPTIONS, "job.autoscaler.excluded.periods": "* * * * * ?"}  # every second of every day
+    w = World(StubEvaluator({"Work": 3}), options=options)
+    report = await w.tick()
+    assert {o.outcome for o in report.outcomes} == {Reason.EXCLUDED_PERIOD}
+    assert w.puts("a") == []
+    assert Reason.SCALING_REPORT in w.events.reasons("a/job-a")
+
+
+async def test_a_rejected_put_is_an_error_and_leaves_no_pending_rescale():
+    rejected = httpx.Response(
+        400,
+        json={
+            "errors": [
+                "org.apache.flink.runtime.rest.handler.RestHandlerException: "
+                "Job vertex [x] was not found in the JobGraph."
+            ]
+        },
+    )
+    w = World(StubEvaluator({"Work": 3}), faults={"a": {("PUT", r".*/resource-requirements"): rejected}})
+    report = await w.tick()
+    outcomes = {o.job.name: o for o in report.outcomes}
+    assert outcomes["job-a"].outcome is Reason.AUTOSCALER_ERROR and "HTTP 400" in outcomes["job-a"].detail
+    assert w.state.load("a/job-a").pending is None and w.state.load("a/job-a").history == ()
+    assert outcomes["job-b"].outcome is Reason.SCALING
+
+
+async def test_a_rescale_flink_never_applies_is_reported_stuck_then_decided_again():
+    swallowed = httpx.Response(200, json={})  # Flink accepted the PUT but the job never restarts
+    w = World(
+        StubEvaluator({"Work": 3}),
+        faults={"a": {("PUT", r".*/resource-requirements"): swallowed}},
+        confirm_timeout_s=60,
+    )
+    await w.tick()
+    assert w.state.load("a/job-a").pending is not None
+    for _ in range(5):
+        report = await w.tick()
+        assert report.for_job("job-a").outcome is Reason.RESCALE_IN_FLIGHT
+    await w.tick(seconds=20)
+    assert Reason.RESCALE_STUCK in w.events.reasons("a/job-a")
+    assert len(w.puts("a")) == 2  # decided again once the stuck rescale was given up
+
+
+async def test_confirmation_records_the_restart_and_the_realizer_is_idempotent():
+    w = World(StubEvaluator({"Work": 3}))
+    await w.tick()
+    for _ in range(3):
+        await w.tick()
+    state = w.state.load("b/job-b")
+    assert state.pending is None and state.history[-1].confirmed_ms is not None
+    assert Reason.SCALING_CONFIRMED in w.events.reasons("b/job-b")
+    assert w.sims["b"].parallelism(w.jobs["b"])["Work"] == 3
+    assert len(w.puts("b")) == 1  # the recommendation is met: nothing is sent again
+
+
+async def test_a_job_that_fails_in_a_stage_ends_there_and_the_others_go_on():
+    ok = make_evaluation([vertex_eval("w", 1)], job=JobRef("c", "1" * 32, "ok"))
+    broken = make_sample(make_topology({"w": 1}), job=JobRef("c", "2" * 32, "broken"))
+    rec = TickRecord(now_ms=0, metrics=MetricsReporter())
+    loaded = Loaded(states={ok.job.key: JobState()})  # no state for "broken": its stage raises
+    steps = await decide_jobs(
+        [ok.sample, broken],
+        loaded,
+        Evaluated({ok.job.key: ok}),
+        rec,
+        flink_cooldown_ms={"c": 0},
+        confirm_timeout=timedelta(minutes=5),
+    )
+    assert [s.outcome.outcome for s in steps] == [Reason.IN_BAND, Reason.AUTOSCALER_ERROR]
+    assert [e.reason for e, _ in rec.events] == [Reason.AUTOSCALER_ERROR]
+    assert set(rec.states) == {ok.job.key}
+
+
+async def test_without_an_evaluation_a_job_is_an_error_with_the_evaluators_reason_and_keeps_its_state():
+    sample = make_sample(make_topology({"w": 1}))
+    rec = TickRecord(now_ms=0, metrics=MetricsReporter())
+    (step,) = await decide_jobs(
+        [sample],
+        Loaded(states={sample.job.key: JobState(last_rescale_ms=7)}),
+        Evaluated(error="evaluation failed: Py4JError: the JVM is gone"),
+        rec,
+        flink_cooldown_ms={sample.job.cluster: 0},
+        confirm_timeout=timedelta(minutes=5),
+    )
+    assert step.outcome.outcome is Reason.AUTOSCALER_ERROR and "JVM is gone" in step.outcome.detail
+    assert rec.states == {sample.job.key: JobState(last_rescale_ms=7)}

@@ -1,0 +1,129 @@
+"""The record stage (``autoscaler.record``): which events a tick emits, deduplicated, off the event loop,
+and only once the state behind them is stored.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+from daemon_world import OPTIONS, World
+
+from autoscaler.decide import Decision, VertexChange
+from autoscaler.events import EventLog, EventType
+from autoscaler.metrics import MetricsReporter
+from autoscaler.model import JobRef
+from autoscaler.outcome import JobOutcome
+from autoscaler.reasons import Reason
+from autoscaler.record import TickRecord, changes_key, report_text
+from autoscaler.state import JobState, MemoryStateStore
+from autoscaler.testing import StubEvaluator, make_evaluation, vertex_eval
+
+
+async def test_an_ineffective_scale_up_is_reported_once_per_interval():
+    w = World(StubEvaluator(ineffective=["Work"]))
+    await w.tick()
+    await w.tick()
+    events = [e for e in w.events.events("a/job-a") if e.reason is Reason.INEFFECTIVE_SCALING]
+    assert len(events) == 1 and "Work" in events[0].message  # the second is deduplicated within 30 min
+
+
+class ThreadRecordingLog(EventLog):
+    """Notes the thread of every emit; a database sink there must not hold up the event loop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[int] = set()
+
+    def emit(self, event: Any, interval_ms: int = 0) -> bool:
+        self.threads.add(threading.get_ident())
+        return super().emit(event, interval_ms)
+
+
+class FailingLog(EventLog):
+    def emit(self, event: Any, interval_ms: int = 0) -> bool:
+        raise OSError("events table is gone")
+
+
+async def test_events_are_recorded_off_the_event_loop_and_a_failing_sink_loses_no_state():
+    w = World(StubEvaluator({"Work": 3}))
+    w.daemon.events = w.events = ThreadRecordingLog()
+    await w.tick()
+    assert Reason.SCALING in w.events.reasons("a/job-a")
+    assert w.events.threads and threading.get_ident() not in w.events.threads
+    w2 = World(StubEvaluator({"Work": 3}))
+    w2.daemon.events = FailingLog()
+    await w2.tick()  # every emit raises: logged, and the tick's state is still written
+    assert w2.state.load("a/job-a").pending is not None and len(w2.puts("a")) == 1
+
+
+async def test_a_target_the_legacy_alignment_could_not_keep_is_a_scaling_limited_warning():
+    legacy = {**OPTIONS, "job.autoscaler.scaling.key-group.partitions.adjust.mode": "EVENLY_SPREAD"}
+    w = World(StubEvaluator(limited={"Work": 6}), options=legacy)
+    await w.tick()
+    await w.tick()
+    (event,) = [e for e in w.events.events("a/job-a") if e.reason is Reason.SCALING_LIMITED]
+    assert event.type is EventType.WARNING and event.count == 2  # deduplicated within the interval
+    assert "expected parallelism: 6, actual parallelism 1" in event.message
+    assert "adjust.mode=EVENLY_SPREAD" in event.message
+
+
+async def test_the_scaling_event_is_recorded_only_once_the_pending_rescale_is_stored():
+    """A process killed the moment its Scaling event shows must not lose the rescale behind it."""
+    state = MemoryStateStore()
+    seen: dict[str, Any] = {}
+
+    class Watching(EventLog):
+        def emit(self, event: Any, interval_ms: int = 0) -> bool:
+            if event.reason == "Scaling":
+                seen[event.job_key] = state.load(event.job_key).pending
+            return super().emit(event, interval_ms)
+
+    w = World(StubEvaluator({"Work": 3}), stores=SimpleNamespace(state=state, events=Watching()))
+    await w.tick()
+    assert set(seen) == {"a/job-a", "b/job-b"}
+    assert all(pending is not None for pending in seen.values()), seen
+
+
+def _decision(changes: dict[str, tuple[int, int]]) -> Decision:
+    evaluation = make_evaluation([vertex_eval(vid, cur, tgt) for vid, (cur, tgt) in changes.items()])
+    vertex_changes = {vid: VertexChange(vid, cur, tgt) for vid, (cur, tgt) in changes.items()}
+    return Decision(evaluation.job, Reason.SCALING, "", vertex_changes, JobState(), evaluation)
+
+
+def test_the_scaling_report_has_one_block_per_changed_vertex_with_its_expected_capacity():
+    text = report_text(_decision({"w": (2, 4)}), enabled=True)
+    assert text == (
+        "Scaling execution enabled, begin scaling vertices:"
+        "{ Vertex ID w | Parallelism 2 -> 4 | Processing capacity 1000.00 -> 2000.00 | "
+        "Target data rate 1000.00}"
+    )
+    assert report_text(_decision({"w": (2, 4)}), enabled=False).startswith("Scaling execution disabled")
+
+
+def test_the_same_recommendation_has_the_same_dedup_key_and_another_one_does_not():
+    one = changes_key(_decision({"a": (1, 2), "b": (3, 1)}))
+    assert one == changes_key(_decision({"b": (3, 1), "a": (1, 2)}))  # vertex order does not matter
+    assert one != changes_key(_decision({"a": (1, 3), "b": (3, 1)}))
+
+
+async def test_publish_emits_events_before_outcomes_and_a_failing_callback_loses_nothing_else():
+    order: list[str] = []
+
+    class Log(EventLog):
+        def emit(self, event: Any, interval_ms: int = 0) -> bool:
+            order.append(f"event:{event.reason}")
+            return super().emit(event, interval_ms)
+
+    def callback(outcome: JobOutcome) -> None:
+        order.append(f"outcome:{outcome.job.name}")
+        raise OSError("decision directory is read-only")
+
+    rec = TickRecord(now_ms=1_000, metrics=MetricsReporter())
+    job = JobRef(cluster="c", job_id="0" * 32, name="j")
+    rec.event(job.key, Reason.SCALING, EventType.NORMAL, "scaled")
+    rec.done(JobOutcome(job, 1_000, Reason.SCALING, "scaled"))
+    rec.done(JobOutcome(job, 1_000, Reason.IN_BAND, "again"))
+    await rec.publish(Log(), callback)
+    assert order == ["event:Scaling", "outcome:j", "outcome:j"]  # each outcome tried despite the error

@@ -1,0 +1,82 @@
+"""The state layer as a tick uses it (``autoscaler.state.tick``): only changed states are written, a
+lapsed cluster's jobs are not written at all, a job that left drops its window rows, and a stored window
+is replayed once per job and process.
+"""
+
+from __future__ import annotations
+
+from autoscaler.metrics import MetricsReporter
+from autoscaler.model import JobRef
+from autoscaler.reasons import Reason
+from autoscaler.state import JobState, MemoryStateStore
+from autoscaler.state.tick import Loaded, TickStore
+from autoscaler.testing import make_sample, make_topology
+
+TOPOLOGY = make_topology({"src": 1, "sink": 1})
+A = JobRef(cluster="a", job_id="a" * 32, name="job-a")
+B = JobRef(cluster="b", job_id="b" * 32, name="job-b")
+
+
+def sample(job: JobRef, ts_ms: int):
+    return make_sample(TOPOLOGY, job=job, ts_ms=ts_ms)
+
+
+class CountingStore(MemoryStateStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.saved: list[set[str]] = []
+
+    def save_many(self, states):
+        self.saved.append(set(states))
+        super().save_many(states)
+
+
+async def test_only_states_the_tick_changed_are_written_and_windows_append_and_trim():
+    store = CountingStore()
+    tick = TickStore(store, MetricsReporter(), persist_window=True)
+    old = JobState(last_rescale_ms=1)
+    store.save_many({A.key: old, B.key: old})
+    store.saved.clear()
+    samples = [sample(A, 1_000), sample(B, 1_000)]
+    loaded = await tick.load(samples)
+    await tick.flush(samples, loaded, {A.key: old, B.key: JobState(last_rescale_ms=2)}, 1_000)
+    assert store.saved == [{B.key}]  # A's state is what was loaded: not written again
+    assert [r.ts_ms for r in store.load_window(A.key)] == [1_000, 1_000]  # one row per vertex
+
+
+async def test_a_lapsed_clusters_jobs_are_not_written_and_a_gone_job_drops_its_window():
+    store = CountingStore()
+    tick = TickStore(store, MetricsReporter(), persist_window=True)
+    first = [sample(A, 1_000), sample(B, 1_000)]
+    await tick.flush(first, Loaded(), {}, 1_000)
+    assert store.load_window(A.key) and store.load_window(B.key)
+    states = {A.key: JobState(last_rescale_ms=5), B.key: JobState(last_rescale_ms=5)}
+    await tick.flush([sample(B, 2_000)], Loaded(), states, 2_000, gone=[A.key], lapsed={"b"})
+    assert store.saved == [{A.key}]  # b's lease lapsed during the tick: another daemon may own job-b
+    assert store.load_window(A.key) == []  # job-a left its cluster
+    assert {r.ts_ms for r in store.load_window(B.key)} == {1_000}  # nothing of b written at 2 s
+
+
+async def test_a_stored_window_is_replayed_once_per_job_until_forgotten():
+    store = MemoryStateStore()
+    tick = TickStore(store, MetricsReporter(), persist_window=True)
+    await tick.flush([sample(A, 1_000)], Loaded(), {}, 1_000)
+    await tick.flush([sample(A, 2_000)], Loaded(), {}, 2_000)
+    restarted = TickStore(store, MetricsReporter(), persist_window=True)  # a new process
+    first = await restarted.load([sample(A, 3_000)])
+    assert [s.ts_ms for s in first.restored[A.key]] == [1_000, 2_000]  # older than the sample only
+    assert (await restarted.load([sample(A, 4_000)])).restored == {}
+    restarted.forget([A.key])  # e.g. the lease was lost and taken back
+    assert A.key in (await restarted.load([sample(A, 5_000)])).restored
+
+
+async def test_a_failed_write_is_counted_and_never_raises():
+    class Broken(MemoryStateStore):
+        def save_many(self, states):
+            raise OSError("disk full")
+
+    metrics = MetricsReporter()
+    tick = TickStore(Broken(), metrics, persist_window=False)
+    await tick.flush([sample(A, 1_000)], Loaded(), {A.key: JobState(last_rescale_ms=1)}, 1_000)
+    labels = {"cluster": "a", "reason": str(Reason.STATE_STORE_ERROR)}
+    assert metrics.registry.get_sample_value("flink_autoscaler_errors_total", labels) == 1
