@@ -1,6 +1,6 @@
 """Write ``docs/configuration.md`` from the settings model, so the documentation cannot drift from it.
 
-Keys, deprecated spellings, defaults, types and descriptions are read from ``autoscaler/settings.py``;
+Keys, deprecated spellings, defaults, types and descriptions are read from ``autoscaler/settings/``;
 the ranges that custom validators enforce are listed in ``CHECKED_RANGES`` below, and
 ``tests/unit/test_config_docs.py`` probes every one of them against the model. That test also fails
 when the committed file differs from this script's output.
@@ -291,7 +291,7 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
 _HEADER = """\
 # Configuration
 
-<!-- Generated from autoscaler/settings.py by scripts/gen_config_docs.py: do not edit by hand.
+<!-- Generated from autoscaler/settings/ by scripts/gen_config_docs.py: do not edit by hand.
      Regenerate with: {command} -->
 
 Settings come from a YAML file (`--config`), then from environment variables, which win. The

@@ -1,0 +1,214 @@
+"""What the daemon reads at start-up: the YAML file and ``FLINK_AUTOSCALER_*`` environment variables.
+
+:class:`Settings` is the file's top level (pydantic-settings: environment variables win over the file),
+with one :class:`ClusterSettings` per watched Flink cluster and :class:`SparkSettings` for the evaluator.
+The ``autoscaler:`` sections it holds are validated with :class:`AutoscalerOptions` at load time, so a
+bad ``job.autoscaler.*`` key stops the daemon before it starts.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from autoscaler.settings.errors import ConfigError, describe_errors
+from autoscaler.settings.options import AutoscalerOptions
+from autoscaler.settings.values import Duration
+
+__all__ = ["ClusterSettings", "Settings", "SparkSettings"]
+
+
+class ClusterSettings(BaseModel):
+    """One Flink cluster to watch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Short name used in job keys, metric labels and logs.")
+    rest_url: str = Field(description="Flink REST endpoint, e.g. http://jobmanager:8081.")
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers (e.g. auth).")
+    verify_tls: bool = Field(True, description="Verify the cluster's TLS certificate.")
+    ca_file: Path | None = Field(None, description="CA bundle that signs the cluster's certificate.")
+    client_cert: Path | None = Field(None, description="Client certificate for mutual TLS.")
+    client_key: Path | None = Field(None, description="Private key of client_cert.")
+    request_timeout: Duration | None = Field(
+        None, description="REST timeout; defaults to job.autoscaler.flink.rest-client.timeout."
+    )
+    max_concurrency: int = Field(8, ge=1, description="Concurrent REST requests to this cluster.")
+    metric_fetch_wait: Duration = Field(
+        timedelta(seconds=1.5),
+        description="How long a tick waits for the metric fetch it started on the JobManager (Flink's "
+        "fetcher is lazy), so a sample is whole and fresh rather than mixed or a tick old; 0 disables.",
+    )
+    autoscaler: dict[str, Any] = Field(
+        default_factory=dict, description="job.autoscaler.* keys for every job of this cluster."
+    )
+
+    @field_validator("rest_url")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v.rstrip("/")
+
+
+class SparkSettings(BaseModel):
+    """Where the evaluator's SparkSession runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    master: str = Field("local[*]", description="local[*], spark://host:7077, or sc://host:15002 (Connect).")
+    app_name: str = Field("flink-autoscaler", description="Spark application name.")
+    conf: dict[str, str] = Field(default_factory=dict, description="Extra spark.* settings.")
+
+
+class Settings(BaseSettings):
+    """Everything the daemon reads at start-up."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FLINK_AUTOSCALER_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    clusters: list[ClusterSettings] = Field(default_factory=list, description="Flink clusters to watch.")
+    control_loop_interval: Duration = Field(
+        timedelta(seconds=10), description="Tick period; also the metric sample rate."
+    )
+    metrics_address: str = Field("127.0.0.1:9250", description="host:port for /metrics; empty disables.")
+    log_format: Literal["console", "json"] = Field("console", description="Log output: console or json.")
+    log_level: str = Field("INFO", description="Log level: DEBUG, INFO, WARNING or ERROR.")
+    spark: SparkSettings = Field(
+        default_factory=SparkSettings, description="Where the evaluator's SparkSession runs."
+    )
+    autoscaler: dict[str, Any] = Field(
+        default_factory=dict, description="job.autoscaler.* defaults for every job (Flink-style keys)."
+    )
+    state_url: str = Field(
+        "sqlite:///flink-autoscaler.db",
+        description="Where per-job state (scaling history, pending rescale, delayed scale-downs, cooldowns, "
+        "overrides), the metric window and events are kept: sqlite:///PATH (a file; sqlite:////abs/path "
+        "for an absolute path), postgresql+psycopg://USER@HOST:PORT/DB to share one database between "
+        "daemons watching different clusters, or memory:// to keep nothing across restarts. The schema is "
+        "created and migrated at start-up.",
+    )
+    event_retention: Duration = Field(
+        timedelta(days=90),
+        description="How long events stay in the state database; older ones are deleted once a day. "
+        "0 keeps them forever (the reference's jdbc.event-handler.ttl).",
+    )
+    persist_window: bool = Field(
+        True,
+        description="Store each tick's samples so a restarted daemon resumes its metric window instead of "
+        "waiting a full metrics.window.",
+    )
+    decisions_dir: Path | None = Field(
+        Path("flink-autoscaler-decisions"),
+        description="Where the daemon writes each job's last decision (one JSON file per job), read by "
+        "'flink-autoscaler status' and 'explain'. Relative to the working directory, like the default "
+        "state_url; null disables it.",
+    )
+    plugins_dir: Path | None = Field(
+        None, description="Directory of executor-plugin wheels loaded at start-up (besides installed ones)."
+    )
+    confirm_timeout: Duration = Field(
+        timedelta(minutes=5),
+        description="How long a rescale may take to show in /jobs/:id before it is reported stuck.",
+    )
+    instance_id: str = Field(
+        default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}",
+        json_schema_extra={"doc_default": "*hostname*`:`*pid*"},
+        min_length=1,
+        max_length=256,
+        description="This daemon's name in the cluster leases of the state database (default: "
+        "hostname:pid). A stable one (the host name under systemd) lets a restarted daemon take its "
+        "clusters back at once instead of after lease_ttl.",
+    )
+    lease_ttl: Duration | None = Field(
+        None,
+        description="How long a daemon's claim on a cluster lasts unless renewed (every tick). Daemons "
+        "sharing a state database act on a cluster one at a time; the others stand by and take over "
+        "this long after the holder stopped renewing (at once after a clean shutdown). Default: "
+        "max(60 s, 3 x control_loop_interval); at least 2 x control_loop_interval.",
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The YAML file arrives as init kwargs (see load()); env vars must win over it.
+        return (env_settings, init_settings)
+
+    @field_validator("clusters")
+    @classmethod
+    def _unique_names(cls, v: list[ClusterSettings]) -> list[ClusterSettings]:
+        names = [c.name for c in v]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"cluster names must be unique, repeated: {', '.join(dupes)}")
+        return v
+
+    @model_validator(mode="after")
+    def _lease_outlives_a_tick(self) -> Settings:
+        if self.lease_ttl is not None and self.lease_ttl < 2 * self.control_loop_interval:
+            raise ValueError(
+                f"lease_ttl ({self.lease_ttl.total_seconds():g} s) must be at least twice "
+                f"control_loop_interval ({self.control_loop_interval.total_seconds():g} s), or a "
+                "daemon could lose its clusters between two ticks"
+            )
+        return self
+
+    @property
+    def effective_lease_ttl(self) -> timedelta:
+        return self.lease_ttl or max(timedelta(seconds=60), 3 * self.control_loop_interval)
+
+    @model_validator(mode="after")
+    def _options_valid(self) -> Settings:
+        base = AutoscalerOptions.from_flink_conf(self.autoscaler, source="autoscaler")
+        for cluster in self.clusters:
+            AutoscalerOptions.from_flink_conf(
+                cluster.autoscaler, base, source=f"clusters[{cluster.name}].autoscaler"
+            )
+        return self
+
+    def options_for(self, cluster: ClusterSettings) -> AutoscalerOptions:
+        base = AutoscalerOptions.from_flink_conf(self.autoscaler, source="autoscaler")
+        return AutoscalerOptions.from_flink_conf(cluster.autoscaler, base, source=f"clusters[{cluster.name}]")
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, **overrides: Any) -> Settings:
+        """Read the YAML file (if any), then env vars; raise ConfigError naming every bad key."""
+        data: dict[str, Any] = {}
+        source = "defaults"
+        if path is not None:
+            source = str(path)
+            try:
+                loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+            except OSError as exc:
+                raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+            if loaded is None:
+                loaded = {}
+            if not isinstance(loaded, dict):
+                raise ConfigError(f"config file {path} must hold a mapping at the top level")
+            data = {k.replace("-", "_"): v for k, v in loaded.items()}
+        data.update(overrides)
+        try:
+            return cls(**data)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (in {source})") from exc
+        except ValidationError as exc:
+            nested = [e for e in exc.errors() if isinstance(e.get("ctx", {}).get("error"), ConfigError)]
+            if nested:
+                raise ConfigError(f"{nested[0]['ctx']['error']} (in {source})") from exc
+            raise ConfigError(describe_errors(exc, source, lambda loc: loc)) from exc

@@ -1,0 +1,407 @@
+"""The ``job.autoscaler.*`` option fields, declared in thematic groups that ``AutoscalerOptions`` combines.
+
+The options model declares one field per key (more than fifty), so its fields live here in groups, each a
+pydantic model used only as a base class of :class:`autoscaler.settings.options.AutoscalerOptions`.
+Every group's field validators check only that group's fields; the validators that compare fields of
+several groups, and the key handling, stay on the model itself.
+
+The groups split the fields where their order allows, not by theme alone: pydantic lists a model's
+fields in reverse MRO order (the last base class's first), and that order is the order of
+``docs/configuration.md`` (``scripts/gen_config_docs.py``), of ``to_flink_conf`` and ``check-config``
+output, and of validation errors. Each group is therefore a run of consecutive fields of the original
+declaration, and ``AutoscalerOptions`` lists the groups in reverse. The groups stay in one module, at
+about 400 lines, because together they are the option table, read top to bottom in that order.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Annotated, Any
+
+from pydantic import AliasChoices, BaseModel, BeforeValidator, Field, field_validator
+
+from autoscaler.calendar import PeriodError, parse_period
+from autoscaler.settings.keys import EVALUATOR_PREFIX, EXECUTOR_PREFIX
+from autoscaler.settings.values import (
+    AlignmentMode,
+    BusyTimeAggregator,
+    Duration,
+    csv_list,
+    opt_float,
+    parse_memory_size,
+    semicolon_list,
+    upper,
+)
+
+__all__ = [
+    "OURS",
+    "FeatureOptions",
+    "LimitOptions",
+    "OwnOptions",
+    "PluginOptions",
+    "RateOptions",
+    "RuntimeOptions",
+    "TargetOptions",
+]
+
+OURS: dict[str, Any] = {"origin": "ours"}  # Field extra of a key the reference does not have (for the docs)
+
+
+def _k(key: str, *deprecated: str) -> Any:
+    """Field metadata for a ``job.autoscaler.<key>`` option (plus deprecated spellings)."""
+    return AliasChoices(key, *deprecated)
+
+
+class TargetOptions(BaseModel):
+    """The switches, the metric window and the utilization target band."""
+
+    enabled: bool = Field(False, validation_alias=_k("enabled"), description="Master switch.")
+    scaling_enabled: bool = Field(
+        True,
+        validation_alias=_k("scaling.enabled"),
+        description="False gives advisor mode: evaluate and report, never apply.",
+    )
+    metrics_window: Duration = Field(
+        timedelta(minutes=15), validation_alias=_k("metrics.window"), description="Sliding averaging window."
+    )
+    stabilization_interval: Duration = Field(
+        timedelta(minutes=5),
+        validation_alias=_k("stabilization.interval"),
+        description="Time after the job reaches RUNNING before samples count towards the window.",
+    )
+    utilization_target: float = Field(
+        0.7, validation_alias=_k("utilization.target", "target.utilization"), description="Target busy ratio."
+    )
+    target_utilization_boundary: float = Field(
+        0.3,
+        validation_alias=_k("target.utilization.boundary"),
+        description="Band around the target used when utilization.max/min are unset.",
+    )
+    utilization_max: Annotated[float | None, BeforeValidator(opt_float)] = Field(
+        None, validation_alias=_k("utilization.max"), description="Upper utilization (scale-up threshold)."
+    )
+    utilization_min: Annotated[float | None, BeforeValidator(opt_float)] = Field(
+        None, validation_alias=_k("utilization.min"), description="Lower utilization (scale-down threshold)."
+    )
+
+    @field_validator("utilization_target")
+    @classmethod
+    def _target_in_unit(cls, v: float) -> float:
+        if not 0.0 <= v <= 1.0 or math.isnan(v):
+            raise ValueError("must be within [0, 1]")
+        return v
+
+    @field_validator("target_utilization_boundary")
+    @classmethod
+    def _boundary_positive(cls, v: float) -> float:
+        if v < 0.0 or math.isnan(v):
+            raise ValueError("must be >= 0")
+        return v
+
+
+class LimitOptions(BaseModel):
+    """How far and how soon a scaling goes: scale-down delay, parallelism bounds and factors, catch-up and
+    restart time."""
+
+    scale_down_interval: Duration = Field(
+        timedelta(hours=1),
+        validation_alias=_k("scale-down.interval", "scale-up.grace-period"),
+        description="Scale-downs wait this long; the highest recommendation within it is used.",
+    )
+    vertex_min_parallelism: int = Field(
+        1,
+        ge=1,
+        validation_alias=_k("vertex.min-parallelism"),
+        description="Lowest parallelism the autoscaler sets; a vertex already below it is never forced up.",
+    )
+    vertex_max_parallelism: int = Field(
+        200,
+        ge=1,
+        validation_alias=_k("vertex.max-parallelism"),
+        description="Highest parallelism the autoscaler sets (also capped by the vertex's max parallelism).",
+    )
+    scale_down_max_factor: float = Field(
+        0.6,
+        ge=0.0,
+        validation_alias=_k("scale-down.max-factor"),
+        description="The scale factor can drop to at most 1 - value.",
+    )
+    scale_up_max_factor: float = Field(
+        100000.0,
+        ge=0.0,
+        validation_alias=_k("scale-up.max-factor"),
+        description="The scale factor can rise to at most 1 + value.",
+    )
+    catch_up_duration: Duration = Field(
+        timedelta(minutes=30),
+        validation_alias=_k("catch-up.duration"),
+        description="Time to drain the backlog after scaling; 0 disables backlog-based capacity.",
+    )
+    restart_time: Duration = Field(
+        timedelta(minutes=5), validation_alias=_k("restart.time"), description="Assumed restart time."
+    )
+    restart_time_tracking_enabled: bool = Field(
+        False,
+        validation_alias=_k("restart.time-tracking.enabled"),
+        description="Use the highest observed restart time instead of restart.time.",
+    )
+    restart_time_tracking_limit: Duration = Field(
+        timedelta(minutes=15),
+        validation_alias=_k("restart.time-tracking.limit"),
+        description="Cap on the observed restart time.",
+    )
+
+
+class RateOptions(BaseModel):
+    """How processing rates are estimated: backlog threshold, observed true processing rate, busy time."""
+
+    backlog_processing_lag_threshold: Duration = Field(
+        timedelta(minutes=5),
+        validation_alias=_k("backlog-processing.lag-threshold"),
+        description="Lag (in seconds of input) above which a source counts as processing backlog.",
+    )
+    observed_tpr_lag_threshold: Duration = Field(
+        timedelta(seconds=30),
+        validation_alias=_k("observed-true-processing-rate.lag-threshold"),
+        description="Lag (in seconds of input) a source needs before its observed true processing rate "
+        "is measured.",
+    )
+    observed_tpr_switch_threshold: float = Field(
+        0.15,
+        ge=0.0,
+        validation_alias=_k("observed-true-processing-rate.switch-threshold"),
+        description="Use the observed true processing rate when the busy-time estimate exceeds it by more "
+        "than this fraction.",
+    )
+    observed_tpr_min_observations: int = Field(
+        2,
+        ge=1,
+        validation_alias=_k("observed-true-processing-rate.min-observations"),
+        description="Observations needed before the observed true processing rate is used.",
+    )
+    busy_time_aggregator: Annotated[BusyTimeAggregator, BeforeValidator(upper)] = Field(
+        BusyTimeAggregator.MAX,
+        validation_alias=_k("metrics.busy-time.aggregator"),
+        description="How busy time is aggregated over a vertex's subtasks (MAX is robust to skew).",
+    )
+
+
+class RuntimeOptions(BaseModel):
+    """Vertex exclusion and alignment, the memory-pressure gate, the history kept, events and REST."""
+
+    vertex_exclude_ids: Annotated[tuple[str, ...], BeforeValidator(csv_list)] = Field(
+        (),
+        validation_alias=_k("vertex.exclude.ids"),
+        description="Vertex ids (hex) never scaled; vertices downstream of them still are.",
+    )
+    parallelism_alignment_mode: Annotated[AlignmentMode | None, BeforeValidator(upper)] = Field(
+        None,
+        validation_alias=_k("scaling.parallelism-alignment.mode"),
+        json_schema_extra={"doc_default": "`BALANCED`"},
+        description="How a target parallelism is aligned to key groups or source partitions. Unset, "
+        "it is BALANCED, unless the deprecated scaling.key-group.partitions.adjust.mode is set.",
+    )
+    memory_gc_pressure_threshold: float = Field(
+        1.0,
+        validation_alias=_k("memory.gc-pressure.threshold"),
+        description="Block scaling while the highest TaskManager GC time fraction is above this "
+        "(1.0: never).",
+    )
+    memory_heap_usage_threshold: float = Field(
+        1.0,
+        validation_alias=_k("memory.heap-usage.threshold"),
+        description=(
+            "Block scaling while the window average of TaskManager heap used / max is above this"
+            " (1.0: never)."
+        ),
+    )
+    history_max_count: int = Field(
+        3, ge=0, validation_alias=_k("history.max.count"), description="Past scalings kept per vertex."
+    )
+    history_max_age: Duration = Field(
+        timedelta(hours=24),
+        validation_alias=_k("history.max.age"),
+        description="Maximum age of the kept past scalings.",
+    )
+    scaling_event_interval: Duration = Field(
+        timedelta(minutes=30),
+        validation_alias=_k("scaling.event.interval"),
+        description="An identical event within this interval is counted, not repeated.",
+    )
+    rest_client_timeout: Duration = Field(
+        timedelta(seconds=10),
+        validation_alias=_k("flink.rest-client.timeout"),
+        description="Timeout of each Flink REST call.",
+    )
+
+    @field_validator("memory_gc_pressure_threshold", "memory_heap_usage_threshold")
+    @classmethod
+    def _ratio(cls, v: float) -> float:
+        if not 0.0 <= v <= 1.0:
+            raise ValueError("must be within [0, 1]")
+        return v
+
+
+class FeatureOptions(BaseModel):
+    """The reference's opt-in features, each inert at its default: excluded periods, resource quotas,
+    scaling-effectiveness detection, observed scalability, memory tuning and the legacy alignment."""
+
+    excluded_periods: Annotated[tuple[str, ...], BeforeValidator(semicolon_list)] = Field(
+        (),
+        validation_alias=_k("excluded.periods"),
+        description="Periods in which no scaling is executed (only reported): each a Quartz cron "
+        "expression, a daily range HH:mm:ss-HH:mm:ss (may wrap midnight), or both joined by &&. "
+        "Evaluated in UTC.",
+    )
+    quota_cpu: float | None = Field(
+        None, ge=0.0, validation_alias=_k("quota.cpu"), description="Total TaskManager CPU the job may use."
+    )
+    quota_memory: Annotated[int | None, BeforeValidator(parse_memory_size)] = Field(
+        None,
+        ge=0,
+        validation_alias=_k("quota.memory"),
+        description="Total TaskManager memory the job may use.",
+    )
+    scaling_effectiveness_detection_enabled: bool = Field(
+        False,
+        validation_alias=_k("scaling.effectiveness.detection.enabled"),
+        description="Block further scale-ups of a vertex after an ineffective one (always reported).",
+    )
+    scaling_effectiveness_threshold: float = Field(
+        0.1,
+        validation_alias=_k("scaling.effectiveness.threshold"),
+        description="Fraction of the expected processing-rate gain a scale-up must realise.",
+    )
+    observed_scalability_enabled: bool = Field(
+        False,
+        validation_alias=_k("observed-scalability.enabled"),
+        description="Correct the scale factor by the scalability observed in past scalings (FLINK-30571).",
+    )
+    observed_scalability_min_observations: int = Field(
+        3,
+        ge=1,
+        validation_alias=_k("observed-scalability.min-observations"),
+        description="Past scalings needed before the observed scalability is used.",
+    )
+    observed_scalability_coefficient_min: float = Field(
+        0.5,
+        validation_alias=_k("observed-scalability.coefficient-min"),
+        description="Lower clamp of the observed scalability coefficient.",
+    )
+    memory_tuning_enabled: bool = Field(
+        False,
+        validation_alias=_k("memory.tuning.enabled"),
+        description="Accepted for compatibility; TaskManager memory cannot be changed over Flink's REST API.",
+    )
+    memory_tuning_scale_down_compensation_enabled: bool = Field(
+        True,
+        validation_alias=_k("memory.tuning.scale-down-compensation.enabled"),
+        description="Accepted for compatibility; memory tuning cannot be applied over REST.",
+    )
+    memory_tuning_overhead: float = Field(
+        0.2,
+        validation_alias=_k("memory.tuning.overhead"),
+        description="Accepted for compatibility; memory tuning cannot be applied over REST.",
+    )
+    memory_tuning_maximize_managed_memory: bool = Field(
+        False,
+        validation_alias=_k("memory.tuning.maximize-managed-memory"),
+        description="Accepted for compatibility; memory tuning cannot be applied over REST.",
+    )
+    key_group_partitions_adjust_mode: Annotated[str | None, BeforeValidator(upper)] = Field(
+        None,
+        validation_alias=_k("scaling.key-group.partitions.adjust.mode"),
+        description="Deprecated legacy alignment (EVENLY_SPREAD or MAXIMIZE_UTILISATION), used only "
+        "while scaling.parallelism-alignment.mode is unset: it blocks a scaling it cannot align.",
+    )
+
+    @field_validator("excluded_periods")
+    @classmethod
+    def _periods_parse(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        """Reject a period the decision stage could not evaluate, at load time (reference §1.12)."""
+        for text in v:
+            try:
+                parse_period(text)
+            except PeriodError as exc:
+                raise ValueError(f"invalid excluded period {exc}") from None
+        return v
+
+    @field_validator("key_group_partitions_adjust_mode")
+    @classmethod
+    def _legacy_mode(cls, v: str | None) -> str | None:
+        if v is not None and v not in ("EVENLY_SPREAD", "MAXIMIZE_UTILISATION"):
+            raise ValueError("must be EVENLY_SPREAD or MAXIMIZE_UTILISATION")
+        return v
+
+
+class PluginOptions(BaseModel):
+    """Executor plugin and custom evaluator instances (see ``docs/plugins.md``)."""
+
+    custom_executors: Annotated[tuple[str, ...], BeforeValidator(csv_list)] = Field(
+        (),
+        validation_alias=_k("scaling.custom-executors"),
+        description="Executor plugin instance names, run by ascending priority (duplicates ignored).",
+    )
+    custom_executor_settings: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        validation_alias=_k(EXECUTOR_PREFIX.rstrip(".")),
+        description="Per instance: scaling.custom-executor.<name>.class and .<param> keys, prefix stripped.",
+    )
+    custom_evaluators: Annotated[tuple[str, ...], BeforeValidator(csv_list)] = Field(
+        (),
+        validation_alias=_k("metrics.custom-evaluators"),
+        description="Custom evaluator instance names, applied in this order (FLIP-514; the reference "
+        "honours only the first, we chain all).",
+    )
+    custom_evaluator_settings: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        validation_alias=_k(EVALUATOR_PREFIX.rstrip(".")),
+        description="Per instance: metrics.custom-evaluator.<name>.class and .<param> keys, prefix stripped.",
+    )
+
+    @field_validator("custom_executors", "custom_evaluators")
+    @classmethod
+    def _dedupe_instances(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(v))
+
+
+class OwnOptions(BaseModel):
+    """Ours: keys the reference does not have (``origin: ours`` in the docs)."""
+
+    scaling_interval_min: Duration | None = Field(
+        None,
+        json_schema_extra=OURS,
+        validation_alias=_k("scaling-interval.min"),
+        description="A decision reached sooner than this after the job's last rescale (or start) is "
+        "deferred to exactly last rescale + min, not dropped. Unset: no extra cooldown.",
+    )
+    scaling_interval_max: Duration | None = Field(
+        None,
+        json_schema_extra=OURS,
+        validation_alias=_k("scaling-interval.max"),
+        description="A change below the minimum scaling requirement (every vertex in its band, or a "
+        "total change below scaling.min-parallelism-change) is forced once the last rescale is older "
+        "than this. Unset: never forced.",
+    )
+    scaling_min_parallelism_change: int = Field(
+        1,
+        ge=1,
+        json_schema_extra=OURS,
+        validation_alias=_k("scaling.min-parallelism-change"),
+        description="The smallest total parallelism change (summed over vertices) worth a restart.",
+    )
+    prefer_counter_rates: bool = Field(
+        True,
+        validation_alias=_k("metrics.prefer-counter-rates"),
+        json_schema_extra=OURS,
+        description="Take rates from counter deltas over the window instead of Flink's 60 s meters, "
+        "which restart from zero and ramp for a minute after every rescale.",
+    )
+    busy_time_only_enabled: bool = Field(
+        False,
+        validation_alias=_k("scaling.busy-time-only.enabled"),
+        json_schema_extra=OURS,
+        description="Size each vertex from its own busy time alone, ignoring propagated target rates and "
+        "output ratios (for operators whose output ratio misleads the model, FLINK-38538).",
+    )
