@@ -66,6 +66,20 @@ class TickRecord:
     ) -> None:
         self.events.append((Event(job_key, reason, type_, message, self.now_ms, key=key), interval_ms))
 
+    def job_event(
+        self,
+        job_key: str,
+        options: AutoscalerOptions,
+        reason: Reason,
+        type_: EventType,
+        message: str,
+        *,
+        key: str = "",
+    ) -> None:
+        """An event repeated at most once per the job's ``scaling.event.interval`` (counted in between)."""
+        interval_ms = to_ms(options.scaling_event_interval)
+        self.event(job_key, reason, type_, message, key=key, interval_ms=interval_ms)
+
     def save(self, job_key: str, state: JobState) -> None:
         """Remember the job's new state; the state layer writes the whole tick in one transaction."""
         self.states[job_key] = state
@@ -92,12 +106,12 @@ class TickRecord:
 
     # ------------------------------------------------------------------ collection
     def invalid_options(self, job: JobRef, message: str, options: AutoscalerOptions) -> None:
-        self.event(
+        self.job_event(
             job.key,
+            options,
             Reason.OPTIONS_VALIDATION,
             EventType.WARNING,
             message,
-            interval_ms=to_ms(options.scaling_event_interval),
         )
         self.metrics.report_error(job.cluster, Reason.OPTIONS_VALIDATION)
 
@@ -129,12 +143,12 @@ class TickRecord:
 
     # ------------------------------------------------------------------ evaluation
     def not_evaluated(self, job: JobRef, options: AutoscalerOptions, detail: str) -> JobOutcome:
-        self.event(
+        self.job_event(
             job.key,
+            options,
             Reason.AUTOSCALER_ERROR,
             EventType.WARNING,
             detail,
-            interval_ms=to_ms(options.scaling_event_interval),
         )
         return self.done(JobOutcome(job, self.now_ms, Reason.AUTOSCALER_ERROR, detail))
 
@@ -160,13 +174,13 @@ class TickRecord:
                 f"{v.true_processing_rate:.2f} after the last scale-up did not reach "
                 f"scaling.effectiveness.threshold {options.scaling_effectiveness_threshold}{blocked}"
             )
-            self.event(
+            self.job_event(
                 evaluation.job.key,
+                options,
                 Reason.INEFFECTIVE_SCALING,
                 EventType.NORMAL,
                 text,
                 key=f"IneffectiveScaling:{vid}",
-                interval_ms=to_ms(options.scaling_event_interval),
             )
 
     def _limited(self, evaluation: JobEvaluation) -> None:
@@ -182,13 +196,13 @@ class TickRecord:
                 f"scaling.key-group.partitions.adjust.mode={options.key_group_partitions_adjust_mode} "
                 "found no aligned parallelism in the scaling direction"
             )
-            self.event(
+            self.job_event(
                 evaluation.job.key,
+                options,
                 Reason.SCALING_LIMITED,
                 EventType.WARNING,
                 text,
                 key=f"ScalingLimited{vid}",
-                interval_ms=to_ms(options.scaling_event_interval),
             )
 
     def _evaluator_failures(self, evaluation: JobEvaluation) -> None:
@@ -199,53 +213,41 @@ class TickRecord:
             problems.append(evaluation.not_ready_detail or "a configured custom evaluator is unavailable")
         for problem in problems:
             self.metrics.report_error(evaluation.job.cluster, Reason.PLUGIN_FAILED)
-            self.event(
+            self.job_event(
                 evaluation.job.key,
+                options,
                 Reason.PLUGIN_FAILED,
                 EventType.WARNING,
                 f"custom evaluator: {problem}",
                 key=f"evaluator:{problem}",
-                interval_ms=to_ms(options.scaling_event_interval),
             )
 
     # ------------------------------------------------------------------ decision
     def decided(self, decision: Decision, options: AutoscalerOptions) -> None:
         """What the gates said, for the gates whose verdict the operator is told of."""
-        job, interval = decision.job, to_ms(options.scaling_event_interval)
+        job, detail = decision.job, decision.detail
         if decision.outcome is Reason.COOLDOWN_DEFERRED and decision.retry_at_ms is not None:
             self.metrics.deferred.labels(job.cluster, job.name).inc()
-            self.event(
-                job.key,
-                Reason.COOLDOWN_DEFERRED,
-                EventType.NORMAL,
-                decision.detail,
-                key=f"retry:{decision.retry_at_ms}",
-                interval_ms=interval,
-            )
+            key = f"retry:{decision.retry_at_ms}"
+            self.job_event(job.key, options, Reason.COOLDOWN_DEFERRED, EventType.NORMAL, detail, key=key)
         if decision.forced:
             self.metrics.forced.labels(job.cluster, job.name).inc()
-            self.event(job.key, Reason.SCALING_FORCED, EventType.NORMAL, decision.detail)
+            self.event(job.key, Reason.SCALING_FORCED, EventType.NORMAL, detail)
         if decision.outcome in (Reason.MEMORY_PRESSURE, Reason.RESOURCE_QUOTA_REACHED):
             kind = EventType.NORMAL if decision.outcome is Reason.MEMORY_PRESSURE else EventType.WARNING
-            self.event(job.key, decision.outcome, kind, decision.detail, interval_ms=interval)
+            self.job_event(job.key, options, decision.outcome, kind, detail)
         if decision.outcome in (Reason.ADVISOR_MODE, Reason.EXCLUDED_PERIOD):
-            self.event(
-                job.key,
-                Reason.SCALING_REPORT,
-                EventType.NORMAL,
-                report_text(decision, enabled=False),
-                key=changes_key(decision),
-                interval_ms=interval,
-            )
+            report = report_text(decision, enabled=False)
+            key = changes_key(decision)
+            self.job_event(job.key, options, Reason.SCALING_REPORT, EventType.NORMAL, report, key=key)
 
     # ------------------------------------------------------------------ executor plugins
     def plugins(self, job: JobRef, chain: ChainResult, options: AutoscalerOptions) -> None:
-        interval = to_ms(options.scaling_event_interval)
         for o in chain.outcomes:
             self.metrics.plugin_outcomes.labels(job.cluster, job.name, o.plugin, str(o.outcome)).inc()
             kind = EventType.NORMAL if o.outcome in _PLUGIN_OK else EventType.WARNING
             text = f"executor plugin {o.plugin}: {o.outcome}" + (f" ({o.detail})" if o.detail else "")
-            self.event(job.key, o.outcome, kind, text, key=f"{o.outcome}:{o.plugin}", interval_ms=interval)
+            self.job_event(job.key, options, o.outcome, kind, text, key=f"{o.outcome}:{o.plugin}")
 
     def vetoed(self, job: JobRef, chain: ChainResult, options: AutoscalerOptions) -> str:
         """The veto's text; its event unless the vetoing plugin's own ``ScalingVetoed`` already said it."""
@@ -253,13 +255,13 @@ class TickRecord:
         plugin, why = (vetoed.plugin, vetoed.detail) if vetoed else ("?", "")
         text = f"scaling vetoed by plugin {plugin}" + (f": {why}" if why else "")
         if vetoed is None or vetoed.outcome is not Reason.SCALING_VETOED:
-            self.event(
+            self.job_event(
                 job.key,
+                options,
                 Reason.SCALING_VETOED,
                 EventType.WARNING,
                 text,
                 key=f"ScalingVetoed:{plugin}",
-                interval_ms=to_ms(options.scaling_event_interval),
             )
         return text
 
@@ -298,12 +300,12 @@ class TickRecord:
         # A REST failure says all in its message; anything else is a bug and needs its traceback.
         log.error("job_tick_failed", error=str(exc), exc_info=not isinstance(exc, FlinkError))
         self.metrics.report_error(job.cluster, Reason.AUTOSCALER_ERROR)
-        self.event(
+        self.job_event(
             job.key,
+            options,
             Reason.AUTOSCALER_ERROR,
             EventType.WARNING,
             _truncate(str(exc)),
-            interval_ms=to_ms(options.scaling_event_interval),
         )
         return self.done(JobOutcome(job, self.now_ms, Reason.AUTOSCALER_ERROR, str(exc)))
 
