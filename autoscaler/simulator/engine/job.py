@@ -1,0 +1,272 @@
+"""One simulated job: its topology, the fluid flow model, its state machine and its task counters.
+
+``_TaskCounters`` keeps a vertex's counters the way Flink's metric views do (``MeterView``,
+``TimerGauge``); ``SimJob`` moves them when ``SimCluster`` integrates it. What the TaskManagers would
+report from these counters is in ``reporting``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from autoscaler.simulator.engine.store import (
+    CHECKPOINT_DURATION_MS,
+    CHECKPOINT_INTERVAL_MS,
+    JOB_STATES,
+    TICK_MS,
+    CheckpointSummary,
+)
+from autoscaler.simulator.spec import RateSchedule, SimEdgeSpec, SimJobSpec, SimVertexSpec, stable_hex_id
+
+__all__ = ["SimJob"]
+
+_METER_SLOTS = 13  # MeterView: 60 s / 5 s + 1
+_TIMER_SLOTS = 12  # TimerGauge: 60 s / 5 s
+_METER_SPAN_S = 60.0
+_SATURATED = 1.0 - 1e-9
+
+
+@dataclass
+class _TaskCounters:
+    """One vertex's running tasks since their last (re)start; totals are summed over subtasks."""
+
+    records_in: float = 0.0
+    records_out: float = 0.0
+    busy_ms: float = 0.0
+    backpressured_ms: float = 0.0
+    idle_ms: float = 0.0
+    backpressured_now: bool = False
+    saturated_now: bool = False
+    # TimerGauge state: ms accumulated in the current 5 s interval, then per-subtask interval values.
+    interval_idle_ms: float = 0.0
+    interval_bp_ms: float = 0.0
+    idle_window: deque[int] = field(default_factory=lambda: deque(maxlen=_TIMER_SLOTS))
+    bp_window: deque[int] = field(default_factory=lambda: deque(maxlen=_TIMER_SLOTS))
+    idle_gauge: int = 0
+    bp_gauge: int = 0
+    # MeterView state: the counter sampled every 5 s, starting from 13 zeros.
+    in_samples: deque[float] = field(default_factory=lambda: deque([0.0] * _METER_SLOTS, maxlen=_METER_SLOTS))
+    out_samples: deque[float] = field(
+        default_factory=lambda: deque([0.0] * _METER_SLOTS, maxlen=_METER_SLOTS)
+    )
+    in_rate: float = 0.0
+    out_rate: float = 0.0
+
+    def tick(self, parallelism: int) -> None:
+        """The 5 s view update: close the TimerGauge interval and sample the MeterView counters."""
+        self.idle_window.append(int(self.interval_idle_ms / parallelism))
+        self.bp_window.append(int(self.interval_bp_ms / parallelism))
+        self.interval_idle_ms = self.interval_bp_ms = 0.0
+        span_s = TICK_MS // 1000 * len(self.idle_window)
+        self.idle_gauge = min(max(sum(self.idle_window) // span_s, 0), 1000)
+        self.bp_gauge = min(max(sum(self.bp_window) // span_s, 0), 1000)
+        self.in_samples.append(self.records_in)
+        self.out_samples.append(self.records_out)
+        self.in_rate = (self.in_samples[-1] - self.in_samples[0]) / _METER_SPAN_S
+        self.out_rate = (self.out_samples[-1] - self.out_samples[0]) / _METER_SPAN_S
+
+
+class SimJob:
+    """One submitted job: spec, topology, state machine and task counters.
+
+    The REST handlers read the attributes; only ``SimCluster`` changes them.
+    """
+
+    def __init__(self, spec: SimJobSpec, job_id: str, submitted_ms: int, slots_total: int) -> None:
+        self.spec = spec
+        self.job_id = job_id
+        self.name = spec.name
+        self.vertex_specs: dict[str, SimVertexSpec] = {v.name: v for v in spec.vertices}
+        self.vertex_ids: dict[str, str] = spec.resolved_vertex_ids()
+        self.order: list[str] = spec.topological_order()
+        self.inputs: dict[str, list[SimEdgeSpec]] = {name: [] for name in self.order}
+        for edge in spec.edges:
+            self.inputs[edge.target].append(edge)
+        self.sources: list[str] = [name for name in self.order if not self.inputs[name]]
+        self._downstream: dict[str, set[str]] = {
+            name: self._reachable(name, spec.edges) for name in self.order
+        }
+        self.slot_sharing_group_id = stable_hex_id(spec.name, "slot-sharing-group")
+
+        self.parallelism: dict[str, int] = {
+            name: min(self.vertex_specs[name].parallelism, slots_total) for name in self.order
+        }
+        self.requirements: dict[str, tuple[int, int]] = {
+            self.vertex_ids[name]: (1, self.vertex_specs[name].parallelism) for name in self.order
+        }
+        self.schedule: RateSchedule = spec.input_rate
+        self.backlog = float(spec.initial_backlog)
+        self.source_records_read = 0.0  # survives restarts: the source offsets are checkpointed
+        self.num_rescales = 0
+        self.num_restarts = 0
+
+        self.state = "RUNNING"
+        self.timestamps: dict[str, int] = dict.fromkeys(JOB_STATES, 0)
+        for state in ("INITIALIZING", "CREATED", "RUNNING"):
+            self.timestamps[state] = submitted_ms
+        self.start_ms = submitted_ms
+        self.end_ms = -1
+        self.running_since_ms = submitted_ms
+        self.last_modified_ms = submitted_ms
+        self.restart_started_ms: int | None = None
+        self.restart_end_ms: int | None = None
+        self.pending_restart_ms: int | None = None
+        self.last_restore_ms = -1
+        self.last_restored_checkpoint_id = -1
+        self._checkpoints_before_this_run = 0
+        self.t_ms = submitted_ms
+
+        self.tasks: dict[str, _TaskCounters] = {}
+        self.gains: dict[str, float] = {}
+        self.max_emission_rate = 0.0
+        self._start_tasks()
+
+    @staticmethod
+    def _reachable(start: str, edges: tuple[SimEdgeSpec, ...]) -> set[str]:
+        seen: set[str] = set()
+        todo = [start]
+        while todo:
+            current = todo.pop()
+            for edge in edges:
+                if edge.source == current and edge.target not in seen:
+                    seen.add(edge.target)
+                    todo.append(edge.target)
+        return seen
+
+    @property
+    def slots_used(self) -> int:
+        """One slot-sharing group: a running job holds as many slots as its widest vertex."""
+        return 0 if self.state in ("CANCELED", "FINISHED", "FAILED") else max(self.parallelism.values())
+
+    @property
+    def max_parallelism(self) -> int:
+        return max(v.max_parallelism for v in self.vertex_specs.values())
+
+    def desired_parallelism(self, slots_total: int) -> dict[str, int]:
+        """What a restart would run with: the requested upper bounds, capped by the cluster's slots."""
+        return {name: min(self.requirements[self.vertex_ids[name]][1], slots_total) for name in self.order}
+
+    def _start_tasks(self) -> None:
+        """New task attempts: fresh counters and meters, and the flow model for the new parallelism."""
+        self.tasks = {name: _TaskCounters() for name in self.order}
+        gains: dict[str, float] = {}
+        for name in self.order:
+            if not self.inputs[name]:
+                gains[name] = 1.0
+                continue
+            total = 0.0
+            for edge in self.inputs[name]:
+                fan_out = self.parallelism[name] if edge.ship_strategy == "BROADCAST" else 1
+                total += gains[edge.source] * self.vertex_specs[edge.source].output_ratio * fan_out
+            gains[name] = total
+        self.gains = gains
+        self.max_emission_rate = min(
+            self.parallelism[name] * self.vertex_specs[name].capacity_per_subtask / gain
+            for name, gain in gains.items()
+            if gain > 0
+        )
+
+    def integrate(self, t0_ms: int, t1_ms: int) -> None:
+        """Move the flow model across ``[t0, t1)``: arrivals, emission, per-vertex utilization."""
+        dt_ms = t1_ms - t0_ms
+        dt_s = dt_ms / 1000.0
+        arrivals = max(0.0, self.schedule.rate_at((t0_ms - self.start_ms) / 1000.0)) * dt_s
+        if self.state != "RUNNING":
+            if self.state == "RESTARTING":
+                self.backlog += arrivals
+            return
+        available = self.backlog + arrivals
+        emitted = min(available, self.max_emission_rate * dt_s)
+        self.backlog = max(0.0, available - emitted)
+        self.source_records_read += emitted
+
+        utilization: dict[str, float] = {}
+        for name in self.order:
+            capacity = self.parallelism[name] * self.vertex_specs[name].capacity_per_subtask * dt_s
+            utilization[name] = min(1.0, self.gains[name] * emitted / capacity)
+        saturated = {name for name, u in utilization.items() if u >= _SATURATED}
+        for name in self.order:
+            u = utilization[name]
+            task = self.tasks[name]
+            slot_ms = dt_ms * self.parallelism[name]
+            backpressured = bool(saturated & self._downstream[name])
+            bp = 1.0 - u if backpressured else 0.0
+            idle = max(0.0, 1.0 - u - bp)
+            records_in = self.gains[name] * emitted
+            task.records_in += records_in
+            task.records_out += records_in * self.vertex_specs[name].output_ratio
+            task.busy_ms += u * slot_ms
+            task.backpressured_ms += bp * slot_ms
+            task.idle_ms += idle * slot_ms
+            task.interval_bp_ms += bp * slot_ms
+            task.interval_idle_ms += idle * slot_ms
+            task.backpressured_now = backpressured and bp > 0
+            task.saturated_now = name in saturated
+
+    def tick(self) -> None:
+        if self.state == "RUNNING":
+            for name, task in self.tasks.items():
+                task.tick(self.parallelism[name])
+
+    def next_event_ms(self) -> int | None:
+        if self.state == "RESTARTING":
+            return self.restart_end_ms
+        if self.state == "RUNNING":
+            return self.pending_restart_ms
+        return None
+
+    def checkpoints(self, now_ms: int) -> CheckpointSummary:
+        """Checkpoint k of a run triggers k intervals after it started and completes 150 ms later."""
+        since = now_ms - self.running_since_ms
+        current = (
+            max(0, (since - CHECKPOINT_DURATION_MS) // CHECKPOINT_INTERVAL_MS)
+            if self.state == "RUNNING"
+            else 0
+        )
+        in_progress = (
+            self.state == "RUNNING"
+            and since >= CHECKPOINT_INTERVAL_MS
+            and (since % CHECKPOINT_INTERVAL_MS < CHECKPOINT_DURATION_MS)
+        )
+        completed = self._checkpoints_before_this_run + current
+        latest_trigger = self.running_since_ms + current * CHECKPOINT_INTERVAL_MS if current else -1
+        return CheckpointSummary(
+            completed, int(in_progress), latest_trigger, self.last_restored_checkpoint_id
+        )
+
+    def _close_run(self, now_ms: int) -> None:
+        """The run ends: its completed checkpoints stay counted; the latest is what a restart restores."""
+        self._checkpoints_before_this_run = self.checkpoints(now_ms).completed
+
+    def begin_restart(self, now_ms: int, pause_ms: int) -> None:
+        self._close_run(now_ms)
+        self.last_restored_checkpoint_id = self._checkpoints_before_this_run or -1
+        self._set_state("RESTARTING", now_ms)
+        self.restart_started_ms = now_ms
+        self.restart_end_ms = now_ms + pause_ms
+        self.pending_restart_ms = None
+
+    def finish_restart(self, now_ms: int, slots_total: int) -> None:
+        """Back to RUNNING with what is requested now; the backlog comes back from the checkpoint."""
+        self.parallelism = self.desired_parallelism(slots_total)
+        self.num_rescales += 1
+        self.num_restarts += 1
+        self.running_since_ms = now_ms
+        self.last_restore_ms = now_ms
+        self.restart_started_ms = self.restart_end_ms = None
+        self.timestamps["CREATED"] = now_ms
+        self._set_state("RUNNING", now_ms)
+        self._start_tasks()
+
+    def cancel(self, now_ms: int) -> None:
+        self._close_run(now_ms)
+        self.timestamps["CANCELLING"] = now_ms
+        self._set_state("CANCELED", now_ms)
+        self.end_ms = now_ms
+        self.pending_restart_ms = self.restart_started_ms = self.restart_end_ms = None
+
+    def _set_state(self, state: str, now_ms: int) -> None:
+        self.state = state
+        self.timestamps[state] = now_ms
+        self.last_modified_ms = now_ms
