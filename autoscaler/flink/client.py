@@ -3,16 +3,15 @@
 Every failure surfaces as a :class:`~autoscaler.flink.errors.FlinkError` naming the cluster, URL and
 endpoint. GETs are retried once on a transport error (a JobManager behind a load balancer drops idle
 connections); HTTP errors are answers, not glitches, and are never retried. A semaphore keeps the
-daemon from flooding one JobManager when it queries many vertices at once.
+daemon from flooding one JobManager when it queries many vertices at once. What every request shares
+apart from its endpoint (TLS, endpoint templates, error texts) is in :mod:`autoscaler.flink.rest`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import ssl
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar
@@ -38,7 +37,17 @@ from autoscaler.flink.models import (
     VertexDetails,
     VertexRequirement,
 )
-from autoscaler.settings import ClusterSettings, ConfigError
+from autoscaler.flink.rest import (
+    RequestHook,
+    describe_transport_error,
+    describe_validation,
+    endpoint_template,
+    error_messages,
+    snippet,
+    tls_context,
+    tls_files,
+)
+from autoscaler.settings import ClusterSettings
 
 __all__ = ["DEFAULT_AGGREGATES", "FlinkClient", "RequestHook", "endpoint_template"]
 
@@ -53,10 +62,6 @@ _VALUES = TypeAdapter(list[MetricValue])
 _AGGREGATED = TypeAdapter(list[AggregatedMetric])
 _KEY_VALUES = TypeAdapter(list[dict[str, Any]])
 _REQUIREMENTS = TypeAdapter(dict[str, VertexRequirement])
-
-# Called once per request after its answer: (cluster, method, endpoint template, HTTP status or the
-# error's class name when there was no answer). Metrics hang off it; it never changes what a call does.
-RequestHook = Callable[[str, str, str, int | str], None]
 
 
 class _JobsOverview(BaseModel):
@@ -93,7 +98,7 @@ class FlinkClient:
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             headers={"Accept": "application/json", **dict(headers or {})},
-            verify=_tls_context(cluster, verify, cert),
+            verify=tls_context(cluster, verify, cert),
             timeout=httpx.Timeout(timeout_s),
             transport=transport,
             follow_redirects=False,
@@ -108,18 +113,7 @@ class FlinkClient:
         on_request: RequestHook | None = None,
     ) -> FlinkClient:
         """The client for a configured cluster; ``default_timeout`` applies when the cluster sets none."""
-        verify: bool | str = cluster.verify_tls
-        if cluster.verify_tls and cluster.ca_file is not None:
-            verify = str(cluster.ca_file)
-        cert: str | tuple[str, str] | None = None
-        if cluster.client_key is not None and cluster.client_cert is None:
-            raise ConfigError(f"clusters[{cluster.name}]: client_key needs client_cert")
-        if cluster.client_cert is not None:
-            cert = (
-                (str(cluster.client_cert), str(cluster.client_key))
-                if cluster.client_key is not None
-                else str(cluster.client_cert)
-            )
+        verify, cert = tls_files(cluster)
         timeout = cluster.request_timeout if cluster.request_timeout is not None else default_timeout
         return cls(
             cluster.rest_url,
@@ -333,7 +327,7 @@ class FlinkClient:
                 raise
         self._notify(method, path, response.status_code)
         if not response.is_success:
-            messages = _error_messages(response)
+            messages = error_messages(response)
             log.debug(
                 "flink_http_error",
                 cluster=self.cluster,
@@ -355,7 +349,7 @@ class FlinkClient:
         try:
             return json.loads(response.content)
         except ValueError as exc:
-            raise self._bad(method, path, f"invalid JSON ({exc}): {_snippet(response.text)}") from exc
+            raise self._bad(method, path, f"invalid JSON ({exc}): {snippet(response.text)}") from exc
 
     async def _send(
         self, method: str, path: str, params: Mapping[str, str] | None, json_body: Any
@@ -365,7 +359,7 @@ class FlinkClient:
             try:
                 return await self._http.request(method, path, params=params, json=json_body)
             except httpx.TransportError as exc:
-                detail = _describe_transport_error(exc, self.timeout_s)
+                detail = describe_transport_error(exc, self.timeout_s)
                 if retries > 0:
                     retries -= 1
                     log.info("flink_request_retry", cluster=self.cluster, path=path, error=detail)
@@ -387,13 +381,13 @@ class FlinkClient:
         try:
             return model.model_validate(payload)
         except ValidationError as exc:
-            raise self._bad(method, path, _describe_validation(exc)) from exc
+            raise self._bad(method, path, describe_validation(exc)) from exc
 
     def _parse(self, adapter: TypeAdapter[_T], payload: Any, method: str, path: str) -> _T:
         try:
             return adapter.validate_python(payload)
         except ValidationError as exc:
-            raise self._bad(method, path, _describe_validation(exc)) from exc
+            raise self._bad(method, path, describe_validation(exc)) from exc
 
     def _bad(self, method: str, path: str, detail: str) -> FlinkBadPayload:
         log.debug("flink_bad_payload", cluster=self.cluster, method=method, path=path, error=detail)
@@ -401,77 +395,3 @@ class FlinkClient:
 
     def _error(self, kind: type[FlinkError], method: str, path: str, detail: str) -> FlinkError:
         return kind(detail, cluster=self.cluster, base_url=self.base_url, method=method, endpoint=path)
-
-
-# After these path segments comes an id; the template names it so metric labels stay few.
-_ID_AFTER = {"jobs": ":jobid", "vertices": ":vertexid", "taskmanagers": ":taskmanagerid"}
-_NOT_IDS = {"overview", "metrics"}
-
-
-def endpoint_template(path: str) -> str:
-    """``/jobs/<hex>/vertices/<hex>/metrics`` -> ``/jobs/:jobid/vertices/:vertexid/metrics``."""
-    parts = path.strip("/").split("/")
-    out = []
-    for i, part in enumerate(parts):
-        previous = parts[i - 1] if i else ""
-        out.append(_ID_AFTER[previous] if previous in _ID_AFTER and part not in _NOT_IDS else part)
-    return "/" + "/".join(out)
-
-
-def _tls_context(
-    cluster: str, verify: bool | str, cert: str | tuple[str, str] | None
-) -> ssl.SSLContext | bool:
-    """An SSLContext when a CA path or a client certificate is given (httpx 0.28 deprecates passing paths)."""
-    if cert is None and not isinstance(verify, str):
-        return verify
-    try:
-        if isinstance(verify, str):
-            ctx = (
-                ssl.create_default_context(capath=verify)
-                if os.path.isdir(verify)
-                else ssl.create_default_context(cafile=verify)
-            )
-        else:
-            ctx = httpx.create_ssl_context(verify=verify)
-        if isinstance(cert, tuple):
-            ctx.load_cert_chain(certfile=cert[0], keyfile=cert[1])
-        elif cert is not None:
-            ctx.load_cert_chain(certfile=cert)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"cluster {cluster!r}: cannot load TLS files: {exc}") from exc
-    return ctx
-
-
-def _describe_transport_error(exc: httpx.TransportError, timeout_s: float) -> str:
-    if isinstance(exc, httpx.TimeoutException):
-        return f"timed out after {timeout_s:g}s ({type(exc).__name__})"
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _error_messages(response: httpx.Response) -> list[str]:
-    """First line of each item of Flink's ``{"errors": [...]}`` (the rest is a Java stack trace)."""
-    try:
-        body = json.loads(response.content)
-    except ValueError:
-        body = None
-    if isinstance(body, dict) and isinstance(body.get("errors"), list):
-        lines = [str(item).strip().splitlines() for item in body["errors"]]
-        return [first[0].strip() for first in lines if first]
-    text = _snippet(response.text)
-    return [text] if text else [response.reason_phrase] if response.reason_phrase else []
-
-
-def _snippet(text: str, limit: int = 200) -> str:
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    return first if len(first) <= limit else first[:limit] + "..."
-
-
-def _describe_validation(exc: ValidationError) -> str:
-    errors = exc.errors(include_url=False)
-    shown = []
-    for err in errors[:3]:
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-        shown.append(f"{loc}: {err['msg']}")
-    more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
-    return "unexpected payload: " + "; ".join(shown) + more

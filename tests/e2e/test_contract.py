@@ -41,7 +41,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flink-2.3"
 JOB_NAME = "e2e-contract"
 RATE, COST_US, WORK_P = 1500.0, 800.0, 2
 
-# What the daemon's collect stage asks for (only listed names; see autoscaler/collect.py).
+# What the daemon's collect stage asks for (only listed names; see autoscaler/collect/vertices.py).
 WORK_METRICS = [
     "busyTimeMsPerSecond",
     "backPressuredTimeMsPerSecond",

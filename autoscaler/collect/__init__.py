@@ -1,0 +1,28 @@
+"""One tick's metrics for one job: a complete :class:`JobSample`, or an :class:`Unavailable` saying why.
+
+Never partial: scaling on half a picture is worse than skipping a tick. The collect stage is one package
+because it is one conversation with Flink's lazy metric store, in modules by what they read:
+
+- ``job``: ``collect()``, one job's sample, including the warm-up retry of a job's first collection;
+- ``fetch``: ``/jobs/:id``, and the wait for the metric fetch the tick started to land;
+- ``names``: the metric-name cache (only listed names are ever queried);
+- ``vertices``: one vertex's query, its answer as a ``VertexSample``, the rate arithmetic;
+- ``custom``: the custom metrics the job's metric providers declared (NaN when unreadable);
+- ``taskmanagers``: the cluster-wide TaskManager sample.
+"""
+
+from __future__ import annotations
+
+from autoscaler.collect.job import WARM_UP_PAUSE_S, collect
+from autoscaler.collect.names import MetricNameCache
+from autoscaler.collect.taskmanagers import collect_taskmanagers
+from autoscaler.collect.vertices import VERTEX_AGGREGATES, observed_true_processing_rate
+
+__all__ = [
+    "VERTEX_AGGREGATES",
+    "WARM_UP_PAUSE_S",
+    "MetricNameCache",
+    "collect",
+    "collect_taskmanagers",
+    "observed_true_processing_rate",
+]

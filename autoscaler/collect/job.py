@@ -1,0 +1,193 @@
+"""The collect stage for one job: ``collect()``, which puts the other modules of the package together.
+
+It reads ``/jobs/:id``, lists and reads every live vertex (standard and custom metrics at once), waits for
+the tick's metric fetch and reads the vertices again after it. Flink's metric fetcher is lazy, so the
+very first queries of a job can come back ``[]``: on a job's first collection, when a vertex's answer is
+empty or lacks a required name, the job is therefore collected once more after a short pause (the
+warm-up) before the tick is given up as ``PARTIAL_METRICS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
+
+import structlog
+
+from autoscaler.collect.custom import custom_job_metrics, read_custom_vertices, settled
+from autoscaler.collect.fetch import (
+    FetchWait,
+    NotRunning,
+    Sleep,
+    after_the_fetch,
+    read_job_details,
+    require_running,
+)
+from autoscaler.collect.names import MetricNameCache, listed_vertex_names
+from autoscaler.collect.vertices import FINISHED, MissingMetrics, finished_sample, read_vertices
+from autoscaler.flink.client import FlinkClient
+from autoscaler.flink.errors import FlinkError, FlinkUnreachable
+from autoscaler.flink.metric_names import source_partitions
+from autoscaler.model import HEAP_USAGE_RATIO, JobSample, JobTarget, TaskManagerSample, Unavailable
+from autoscaler.plugins.metrics import EXTERNAL_METRICS_BUDGET_S, ConfiguredProvider, declared_vertex_names
+from autoscaler.reasons import Reason
+
+__all__ = ["WARM_UP_PAUSE_S", "collect"]
+
+log = structlog.get_logger(__name__)
+
+WARM_UP_PAUSE_S = 1.0  # the lab's fetch round trip: a query triggers a fetch that lands within ~1 s
+
+
+async def collect(
+    client: FlinkClient,
+    target: JobTarget,
+    now_ms: int,
+    cache: MetricNameCache,
+    taskmanagers: TaskManagerSample,
+    *,
+    providers: Sequence[ConfiguredProvider] = (),
+    external_budget_s: float = EXTERNAL_METRICS_BUDGET_S,
+    warm_up_pause_s: float = WARM_UP_PAUSE_S,
+    fetch_wait_s: float = 0.0,
+    sleep: Sleep = asyncio.sleep,
+) -> JobSample | Unavailable:
+    """Never raises: every failure becomes an Unavailable with a reason and a readable detail.
+
+    ``fetch_wait_s`` is how long to wait for the metric fetch the tick started (see ``after_the_fetch``);
+    0 reads ``/jobs/:id`` once more and no longer waits.
+
+    ``sleep(warm_up_pause_s)`` is awaited at most once, on a job's first collection, before collecting
+    it once more because an answer was incomplete (tests pass 0 or a recording sleep).
+
+    ``providers`` are the job's metric providers (:func:`autoscaler.plugins.metrics.metric_providers`).
+    Their TaskManager and external metrics are read while the standard ones are, their vertex metrics
+    beside each vertex's standard query; all end up in ``JobSample.custom_*_metrics``.
+    """
+    job_level = (
+        asyncio.ensure_future(custom_job_metrics(client, target, now_ms, cache, providers, external_budget_s))
+        if providers
+        else None
+    )
+    try:
+        sample = await _collect(
+            client,
+            target,
+            now_ms,
+            cache,
+            taskmanagers,
+            providers,
+            lambda: sleep(warm_up_pause_s),
+            FetchWait(fetch_wait_s, sleep),
+        )
+        if job_level is not None:
+            sample = replace(sample, custom_job_metrics=await settled(job_level, target))
+        return _with_heap_usage(sample)
+    except NotRunning as err:
+        return Unavailable(target, Reason.NOT_RUNNING, str(err))
+    except MissingMetrics as err:
+        log.info("metrics_partial", job=target.job.key, detail=str(err))
+        return Unavailable(target, Reason.PARTIAL_METRICS, str(err))
+    except FlinkUnreachable as err:
+        return Unavailable(target, Reason.CLUSTER_UNREACHABLE, str(err))
+    except FlinkError as err:
+        log.warning("metrics_failed", job=target.job.key, error=str(err))
+        return Unavailable(target, Reason.PARTIAL_METRICS, str(err))
+    except Exception as err:  # a bug must not stop the other jobs' ticks
+        log.exception("collect_failed", job=target.job.key)
+        return Unavailable(target, Reason.AUTOSCALER_ERROR, f"{type(err).__name__}: {err}")
+    finally:
+        if job_level is not None and not job_level.done():
+            job_level.cancel()  # the job is skipped: nobody needs its custom metrics
+
+
+def _with_heap_usage(sample: JobSample) -> JobSample:
+    """Windows the heap usage while the memory gate can fire (threshold < 1): it reads the average."""
+    if sample.target.options.memory_heap_usage_threshold >= 1:
+        return sample
+    ratio = sample.taskmanagers.heap_usage_ratio
+    return replace(sample, custom_job_metrics={**sample.custom_job_metrics, HEAP_USAGE_RATIO: ratio})
+
+
+async def _collect(
+    client: FlinkClient,
+    target: JobTarget,
+    now_ms: int,
+    cache: MetricNameCache,
+    taskmanagers: TaskManagerSample,
+    providers: Sequence[ConfiguredProvider],
+    pause: Callable[[], Awaitable[object]],
+    wait: FetchWait,
+) -> JobSample:
+    """One attempt; on a job's first collection a second one after the pause if metrics were missing.
+
+    The whole collection is repeated, ``/jobs/:id`` included: its IO counters come from the same lazy
+    metric store, so they are as stale as the empty answer was.
+    """
+    job = target.job
+    try:
+        return await _collect_once(client, target, now_ms, cache, taskmanagers, providers, wait)
+    except MissingMetrics as err:
+        if cache.is_warm(job.key, job.job_id):
+            raise
+        # The lazy fetcher answered from an empty or older fetch; our queries triggered a new one.
+        log.info("metrics_warm_up", job=job.key, detail=str(err))
+    await pause()
+    return await _collect_once(client, target, now_ms, cache, taskmanagers, providers, wait)
+
+
+async def _collect_once(
+    client: FlinkClient,
+    target: JobTarget,
+    now_ms: int,
+    cache: MetricNameCache,
+    taskmanagers: TaskManagerSample,
+    providers: Sequence[ConfiguredProvider],
+    wait: FetchWait,
+) -> JobSample:
+    job = target.job
+    details = await read_job_details(client, job.job_id)
+    require_running(details)
+    topology = details.topology()
+    live = [v.id for v in topology if v.status != FINISHED]
+    custom = declared_vertex_names(providers, topology) if providers else {}
+    names = await listed_vertex_names(client, job.job_id, job.key, topology, live, cache, custom)
+    (read, missing), custom_values = await asyncio.gather(
+        read_vertices(client, job.job_id, topology, names, live),
+        read_custom_vertices(client, job.job_id, names, custom, live),
+    )
+    _raise_missing(missing, live, cache, job.key)
+    fetched = await after_the_fetch(client, details, wait)
+    if fetched is not None:  # read the vertices again, as of the fetch /jobs/:id now shows
+        if fetched.topology() != topology:
+            raise MissingMetrics(f"job {details.name} ({details.jid}) changed while its metrics were read")
+        read, missing = await read_vertices(client, job.job_id, topology, names, live)
+        _raise_missing(missing, live, cache, job.key)
+        details = fetched
+    cache.mark_warm(job.key, job.job_id)
+    # A finished vertex has no running subtasks to report; like the reference, it counts as idle.
+    vertices = {v.id: finished_sample(details, v.id) for v in topology if v.status == FINISHED}
+    for vid, (query, answer) in read.items():
+        vertices[vid] = query.sample(answer, details, target)
+    partitions = {
+        vid: n for vid in live if topology.is_source(vid) and (n := source_partitions(names[vid])) > 0
+    }
+    return JobSample(
+        target=target,
+        ts_ms=now_ms,
+        running_since_ms=details.running_since_ms,
+        topology=topology,
+        vertices={vid: vertices[vid] for vid in topology.vertices},
+        taskmanagers=taskmanagers,
+        num_source_partitions=partitions,
+        custom_vertex_metrics=custom_values,
+    )
+
+
+def _raise_missing(
+    missing: Mapping[str, MissingMetrics], live: Sequence[str], cache: MetricNameCache, job_key: str
+) -> None:
+    if missing:
+        cache.drop_names(job_key)  # a listing or an answer without the names: re-list next time
+        raise next(missing[vid] for vid in live if vid in missing)
