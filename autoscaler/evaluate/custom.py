@@ -38,15 +38,12 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 import structlog
 
+from autoscaler.evaluate.aggregates import VertexAggregates
 from autoscaler.model import JobRef, JobTopology, VertexId
 from autoscaler.settings import AutoscalerOptions
-
-if TYPE_CHECKING:
-    from autoscaler.evaluate.formulas import VertexAggregates
 
 __all__ = [
     "OVERRIDABLE",

@@ -305,7 +305,7 @@ def test_connect_sessions_turn_the_plan_cache_off_unless_told_otherwise() -> Non
 def test_standalone_driver_binds_to_loopback_only_for_a_loopback_master(
     master: str, bind_loopback: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from autoscaler.evaluate.spark import _prepare_environment
+    from autoscaler.evaluate.spark_session import _prepare_environment
 
     monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
     monkeypatch.setenv("PYSPARK_PYTHON", "/opt/cluster/python3")

@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from test_formulas import DEFAULTS, agg, job_sample, source, topology
+from formula_builders import DEFAULTS, agg, job_sample, source, topology
 from test_spark_evaluator import T0, PythonEvaluator, assert_same
 from test_spark_evaluator import job_sample as spark_job_sample
 

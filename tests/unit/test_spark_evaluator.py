@@ -1,6 +1,8 @@
-"""The Spark backend equals the plain-Python oracle: aggregates, windows across ticks, evaluations.
+"""The Spark backend equals the plain-Python oracle: windows across ticks, evaluations.
 
-Spark inputs stay tiny; every Spark action costs tens of milliseconds even when warm.
+The aggregation query alone is tested in ``test_spark_frames.py``, the session's settings in
+``test_spark_session.py``. Spark inputs stay tiny; every Spark action costs tens of milliseconds even
+when warm.
 """
 
 from __future__ import annotations
@@ -13,14 +15,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from autoscaler.evaluate import SparkEvaluator, aggregate_window
 from autoscaler.evaluate.custom import ConfiguredEvaluator, unavailable
 from autoscaler.evaluate.formulas import aggregate_custom_window, evaluate_graph
 from autoscaler.evaluate.history import restart_time_s
-from autoscaler.evaluate.spark import ROW_DDL, collect_aggregates, rows_frame, session_conf
 from autoscaler.evaluate.window import WindowBook
 from autoscaler.model import (
     NAN,
@@ -35,7 +34,7 @@ from autoscaler.model import (
     VertexSample,
 )
 from autoscaler.reasons import Reason
-from autoscaler.settings import AutoscalerOptions, SparkSettings
+from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import ScalingRecord
 
 INF = math.inf
@@ -253,56 +252,7 @@ def assert_same(spark_evs: Mapping[str, JobEvaluation], oracle_evs: Mapping[str,
             assert close(ev, theirs.vertices[vid]), (key, vid, ev, theirs.vertices[vid])
 
 
-# ---------------------------------------------------------------------------------------------- no JVM
-@pytest.mark.parametrize(("master", "partitions"), [("local[2]", "4"), ("local[3,2]", "6"), ("local", "2")])
-def test_session_conf_partitions_follow_cores(master: str, partitions: str) -> None:
-    conf = session_conf(SparkSettings(master=master))
-    assert conf["spark.sql.shuffle.partitions"] == conf["spark.default.parallelism"] == partitions
-    assert conf["spark.ui.enabled"] == "false" and conf["spark.sql.session.timeZone"] == "UTC"
-    assert conf["spark.sql.execution.arrow.pyspark.enabled"] == "true"
-
-
-def test_session_conf_user_settings_win_and_connect_gets_runtime_confs_only() -> None:
-    conf = session_conf(
-        SparkSettings(conf={"spark.sql.shuffle.partitions": "7", "spark.driver.memory": "2g"})
-    )
-    assert conf["spark.sql.shuffle.partitions"] == "7" and conf["spark.driver.memory"] == "2g"
-    remote = session_conf(SparkSettings(master="sc://localhost:15002", conf={"spark.driver.memory": "2g"}))
-    assert "spark.ui.enabled" not in remote and "spark.driver.memory" not in remote
-    assert remote["spark.sql.session.timeZone"] == "UTC"
-
-
 # ---------------------------------------------------------------------------------------------- Spark
-def spark_aggregates(
-    spark: Any, rows: list[tuple[str, int, str, int, VertexSample]]
-) -> dict[str, dict[str, Any]]:
-    return collect_aggregates(spark.createDataFrame(rows_frame(rows), ROW_DDL))
-
-
-@pytest.mark.spark
-def test_spark_aggregates_equal_the_oracle(spark: Any) -> None:
-    """NaN holes, infinite and negative values, single points, all-NaN columns, unordered timestamps."""
-    rng = random.Random(7)
-    windows: dict[tuple[str, str], list[tuple[int, VertexSample]]] = {}
-    for job, vertices, n in (("x", ("s", "w"), 6), ("y", ("s",), 1), ("z", ("s", "a", "b"), 4)):
-        for vid in vertices:
-            times = rng.sample(range(0, 120_000, 10_000), n)
-            windows[(job, vid)] = [(T0 + t, noisy_vertex(rng, t / 1000, 100.0)) for t in times]
-    windows[("y", "empty")] = [(T0, VertexSample()), (T0 + 5, VertexSample())]  # nothing measured
-    windows[("y", "inf")] = [
-        (T0, VertexSample(observed_tpr=INF, num_records_in_per_s=-INF, busy_time_ms_per_s=INF))
-    ]
-    windows[("y", "counters")] = [  # only the counter pair: rates from deltas, the gauge path unused
-        (T0 + t * S, VertexSample(num_records_in=100.0 * t, accumulated_busy_time_agg_ms=400.0 * t))
-        for t in (0, 10, 20)
-    ]
-    rows = [(job, 0, vid, ts, s) for (job, vid), w in windows.items() for ts, s in w]
-    got = spark_aggregates(spark, rows)
-    assert {(j, v) for j, per in got.items() for v in per} == set(windows)
-    for (job, vid), window in windows.items():
-        assert close(got[job][vid], aggregate_window(window)), (job, vid)
-
-
 @pytest.mark.spark
 def test_window_appends_and_drops_across_ticks(spark: Any) -> None:
     """Append + slide; a restarted job's old rows vanish; an absent job ages out; forget() drops at once."""
@@ -456,30 +406,6 @@ def test_superseded_checkpoints_are_released(spark: Any) -> None:
         now = T0 + tick * 10 * S
         ev.evaluate([job_sample("c", now, {"src": VertexSample(num_records_in=float(tick))})], now)
     assert len(storage.getRDDStorageInfo()) <= before + 1
-
-
-_value = st.one_of(
-    st.sampled_from([NAN, INF, -INF, 0.0]),
-    st.integers(-4_000_000, 4_000_000).map(lambda i: i / 4),  # exact in binary: sums are order-free
-)
-_sample = st.builds(VertexSample, *([_value] * 9))
-_window = st.lists(
-    st.tuples(st.integers(0, 10**6), _sample), min_size=1, max_size=6, unique_by=lambda x: x[0]
-)
-
-
-@pytest.mark.spark
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    st.dictionaries(st.tuples(st.sampled_from("jk"), st.sampled_from("uvw")), _window, min_size=1, max_size=4)
-)
-def test_spark_equals_oracle_on_random_windows(
-    spark: Any, windows: dict[tuple[str, str], list[tuple[int, VertexSample]]]
-) -> None:
-    rows = [(job, 0, vid, ts, s) for (job, vid), w in windows.items() for ts, s in w]
-    got = spark_aggregates(spark, rows)
-    for (job, vid), window in windows.items():
-        assert close(got[job][vid], aggregate_window(window)), (job, vid, window)
 
 
 @pytest.mark.spark
