@@ -1,0 +1,184 @@
+"""A daemon ``JobOutcome`` turned into its :class:`DecisionRecord`: the gates it passed, its vertices.
+
+:func:`record_from_outcome` is what the daemon's ``on_outcome`` callback calls to save a record. It lives
+apart from the record values because only it knows the pipeline's types (the decision, the evaluation,
+the plugin chain) and the order in which ``autoscaler.decide`` runs its gates (:data:`GATES`); the
+records, and whoever reads them back, do not.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from autoscaler.explain.records import (
+    BLOCKED,
+    FORCED,
+    NOT_REACHED,
+    PASSED,
+    DecisionRecord,
+    GateVerdict,
+    PluginRecord,
+    VertexRecord,
+)
+from autoscaler.reasons import Reason
+from autoscaler.settings import KEY_PREFIX
+
+if TYPE_CHECKING:
+    from autoscaler.decide import Decision
+    from autoscaler.outcome import JobOutcome
+    from autoscaler.plugins.chain import ChainResult
+
+__all__ = ["GATES", "record_from_outcome"]
+
+# The decision stage's gates in the order autoscaler.decide runs them, with the reasons by which each says
+# "no" and what passing it means. "metrics ready" blocks with whatever the evaluation's not_ready is.
+GATES: tuple[tuple[str, frozenset[Reason], str], ...] = (
+    ("rescale in flight", frozenset({Reason.RESCALE_IN_FLIGHT}), "no earlier rescale is still settling"),
+    (
+        "metrics ready",
+        frozenset({Reason.STABILIZING, Reason.WINDOW_NOT_FULL, Reason.PARTIAL_METRICS}),
+        "the job is stable and the metric window is full",
+    ),
+    ("memory pressure", frozenset({Reason.MEMORY_PRESSURE}), "GC time and heap usage are below limits"),
+    ("scale-down delay", frozenset({Reason.SCALE_DOWN_DELAYED}), "no scale-down is still being held"),
+    (
+        "utilization band",
+        frozenset({Reason.IN_BAND}),
+        "a vertex that would change is outside its utilization band",
+    ),
+    ("advisor mode", frozenset({Reason.ADVISOR_MODE}), "scaling.enabled is true"),
+    ("excluded periods", frozenset({Reason.EXCLUDED_PERIOD}), "now is outside excluded.periods"),
+    ("resource quota", frozenset({Reason.RESOURCE_QUOTA_REACHED}), "the new parallelism fits the quota"),
+    (
+        "cooldown",
+        frozenset({Reason.COOLDOWN_DEFERRED}),
+        "scaling-interval.min and Flink's cooldown have passed",
+    ),
+)
+_PLUGINS_GATE = "executor plugins"
+
+# Options that explain a decision; shown by `explain` under "Settings".
+_EXPLAIN_KEYS = (
+    "scaling.enabled",
+    "utilization.target",
+    "target.utilization.boundary",
+    "utilization.min",
+    "utilization.max",
+    "scale-down.interval",
+    "scaling-interval.min",
+    "scaling-interval.max",
+    "scaling.min-parallelism-change",
+    "catch-up.duration",
+    "vertex.exclude.ids",
+    "excluded.periods",
+)
+
+
+def _measured(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else float(value)
+
+
+# ---------------------------------------------------------------------------------------- building one
+def record_from_outcome(outcome: JobOutcome) -> DecisionRecord:
+    """The record of a daemon ``JobOutcome`` (the daemon's ``on_outcome`` callback can save it)."""
+    job, decision = outcome.job, outcome.decision
+    evaluation = decision.evaluation if decision is not None else None
+    vertices: tuple[VertexRecord, ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
+    cooldown_until = decision.retry_at_ms if decision is not None else None
+    if evaluation is not None:
+        opts = evaluation.sample.target.options
+        conf = opts.to_flink_conf()
+        options = tuple((k, conf[KEY_PREFIX + k]) for k in _EXPLAIN_KEYS if conf.get(KEY_PREFIX + k, ""))
+        names = {v.id: v.name for v in evaluation.sample.topology}
+        changes = decision.changes if decision is not None else {}
+        vertices = tuple(
+            VertexRecord(
+                vertex=v.vertex,
+                name=names.get(v.vertex, v.vertex),
+                parallelism=v.parallelism,
+                recommended=v.target_parallelism,
+                max_parallelism=v.max_parallelism,
+                load=_measured(v.load),
+                true_processing_rate=_measured(v.true_processing_rate),
+                target_data_rate=_measured(v.target_data_rate),
+                catch_up_data_rate=_measured(v.catch_up_data_rate),
+                lag=_measured(v.lag),
+                scale_up_threshold=_measured(v.scale_up_threshold),
+                scale_down_threshold=_measured(v.scale_down_threshold),
+                expected_processing_rate=_measured(v.expected_processing_rate),
+                outside_band=v.outside_band,
+                excluded=v.vertex in opts.vertex_exclude_ids,
+                ineffective_scale_up=v.ineffective_scale_up,
+                decided=changes[v.vertex].target if v.vertex in changes else None,
+            )
+            for v in evaluation.vertices.values()
+        )
+        if decision is not None and opts.scaling_interval_min is not None:
+            rescaled = outcome.now_ms if outcome.realized is not None else decision.state.last_rescale_ms
+            if rescaled is not None:
+                until = rescaled + round(opts.scaling_interval_min.total_seconds() * 1000)
+                cooldown_until = max(until, cooldown_until or 0)
+    chain = outcome.chain
+    return DecisionRecord(
+        job_key=job.key,
+        cluster=job.cluster,
+        job_name=job.name,
+        job_id=job.job_id,
+        ts_ms=outcome.now_ms,
+        outcome=str(outcome.outcome),
+        detail=outcome.detail,
+        scaled=outcome.realized is not None,
+        vertices=vertices,
+        gates=_gates(decision, chain),
+        plugins=tuple(PluginRecord(o.plugin, str(o.outcome), o.detail) for o in chain.outcomes)
+        if chain is not None
+        else (),
+        retry_at_ms=decision.retry_at_ms if decision is not None else None,
+        cooldown_until_ms=cooldown_until,
+        processing_backlog=evaluation.processing_backlog if evaluation is not None else None,
+        window_samples=evaluation.window_samples if evaluation is not None else None,
+        restart_time_s=_measured(evaluation.restart_time_s) if evaluation is not None else None,
+        options=options,
+    )
+
+
+def _gates(decision: Decision | None, chain: ChainResult | None) -> tuple[GateVerdict, ...]:
+    """Each gate's verdict: the ones before the blocking gate passed, the ones after were not reached."""
+    if decision is None:
+        return ()
+    reason = decision.outcome
+    evaluation = decision.evaluation
+    if evaluation is not None and evaluation.not_ready is not None and reason == evaluation.not_ready:
+        blocking: int | None = 1
+    else:
+        blocking = next((i for i, (_, reasons, _) in enumerate(GATES) if reason in reasons), None)
+    if blocking is None and reason is not Reason.SCALING:
+        blocking = len(GATES)  # a gate this table does not know yet: say so instead of guessing
+    verdicts = []
+    for i, (name, _, passing) in enumerate(GATES):
+        if blocking is not None and i == blocking:
+            verdicts.append(GateVerdict(name, BLOCKED, decision.detail))
+        elif blocking is not None and i > blocking:
+            verdicts.append(GateVerdict(name, NOT_REACHED))
+        elif name == "utilization band" and decision.forced:
+            verdicts.append(GateVerdict(name, FORCED, "last rescale is older than scaling-interval.max"))
+        else:
+            verdicts.append(GateVerdict(name, PASSED, passing))
+    if blocking == len(GATES):
+        verdicts.append(GateVerdict(f"decision ({reason})", BLOCKED, decision.detail))
+    verdicts.append(_plugins_verdict(blocking is None, chain))
+    return tuple(verdicts)
+
+
+def _plugins_verdict(reached: bool, chain: ChainResult | None) -> GateVerdict:
+    if not reached:
+        return GateVerdict(_PLUGINS_GATE, NOT_REACHED)
+    if chain is None:
+        return GateVerdict(_PLUGINS_GATE, PASSED, "no executor plugins configured")
+    vetoed = chain.vetoed_by
+    if vetoed is not None or chain.changes is None:
+        why = f"{vetoed.plugin}: {vetoed.detail or vetoed.outcome}" if vetoed else "vetoed"
+        return GateVerdict(_PLUGINS_GATE, BLOCKED, why)
+    return GateVerdict(_PLUGINS_GATE, PASSED, ", ".join(f"{o.plugin} {o.outcome}" for o in chain.outcomes))

@@ -1,0 +1,244 @@
+"""Decision records in words: the ``explain`` text for one job and the ``status`` table for all.
+
+:func:`explain` and :func:`status_table` are pure: records (and states, events, ``now``) in, text out,
+so they are tested with plain values and can render a record read from any store. The wording the
+operator reads lives here, apart from how a record is built, so it can improve without touching either
+the records or the daemon.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from autoscaler.explain.records import BLOCKED, FORCED, DecisionRecord, VertexRecord
+from autoscaler.reasons import Reason
+
+if TYPE_CHECKING:
+    from autoscaler.events import Event
+    from autoscaler.state import JobState
+    from autoscaler.state.store import Lease
+
+__all__ = ["explain", "status_table"]
+
+# ---------------------------------------------------------------------------------------- explain
+_OUTCOME_WORDS: dict[str, str] = {
+    Reason.SCALING: "SCALED",
+    Reason.IN_BAND: "not scaled: every vertex is within its utilization band",
+    Reason.SCALE_DOWN_DELAYED: "not scaled yet: a scale-down is held for scale-down.interval",
+    Reason.ADVISOR_MODE: "recommended only (advisor mode, scaling.enabled=false)",
+    Reason.EXCLUDED_PERIOD: "recommended only: now is in an excluded period",
+    Reason.RESOURCE_QUOTA_REACHED: "not scaled: the new parallelism would exceed the resource quota",
+    Reason.COOLDOWN_DEFERRED: "deferred until the cooldown ends",
+    Reason.RESCALE_IN_FLIGHT: "waiting: the last rescale is not running yet",
+    Reason.STABILIZING: "waiting: the job (re)started recently",
+    Reason.WINDOW_NOT_FULL: "waiting: the metric window is not full yet",
+    Reason.MEMORY_PRESSURE: "not scaled: memory pressure",
+    Reason.SCALING_VETOED: "not scaled: an executor plugin vetoed it",
+    Reason.PLUGIN_FAILED: "not scaled: a plugin failed",
+    Reason.AUTOSCALER_ERROR: "error: the autoscaler could not handle this job",
+    Reason.NOT_RUNNING: "skipped: the job is not running",
+    Reason.PARTIAL_METRICS: "skipped: Flink returned only part of the metrics",
+    Reason.CLUSTER_UNREACHABLE: "skipped: the cluster could not be reached",
+}
+
+
+def explain(record: DecisionRecord, *, now_ms: int | None = None, events: Sequence[Event] = ()) -> str:
+    """The last decision for one job in plain words: outcome, gates, vertices, plugins, settings."""
+    age = f" ({_age(now_ms - record.ts_ms)} ago)" if now_ms is not None else ""
+    lines = [
+        f"Job {record.job_key} (JobID {record.job_id})",
+        f"Last decision at {_utc(record.ts_ms)}{age}: "
+        f"{_OUTCOME_WORDS.get(record.outcome, record.outcome)} [{record.outcome}]",
+    ]
+    if record.detail:
+        lines.append(f"Why: {record.detail}")
+    if record.retry_at_ms is not None:
+        lines.append(f"Decided again at {_utc(record.retry_at_ms)}.")
+    elif record.cooldown_until_ms is not None and (now_ms is None or record.cooldown_until_ms > now_ms):
+        lines.append(f"No rescale before {_utc(record.cooldown_until_ms)} (scaling-interval.min).")
+
+    if record.gates:
+        lines += ["", "Gates, in the order they run:"]
+        width = max(len(g.gate) for g in record.gates)
+        for g in record.gates:
+            mark = {BLOCKED: "BLOCKED", FORCED: "forced"}.get(g.verdict, g.verdict)
+            lines.append(f"  {mark:<11} {g.gate:<{width}}  {g.detail}".rstrip())
+    else:
+        lines += ["", "The decision stage was not reached: nothing was evaluated or decided this tick."]
+
+    if record.vertices:
+        state = "in backlog processing (utilization bounds widened to 0..1)"
+        backlog = f"; the job is {state}" if record.processing_backlog else ""
+        window = f", {record.window_samples} samples in the metric window" if record.window_samples else ""
+        lines += ["", f"Vertices{window}{backlog}:"]
+        for v in record.vertices:
+            lines += _vertex_lines(v)
+
+    if record.plugins:
+        lines += ["", "Executor plugins, in the order they ran:"]
+        for p in record.plugins:
+            lines.append(f"  {p.plugin}: {_plugin_words(p.outcome)}" + (f" ({p.detail})" if p.detail else ""))
+
+    if record.options:
+        lines += ["", "Settings in effect:"]
+        lines += [f"  job.autoscaler.{k} = {v}" for k, v in record.options]
+
+    if events:
+        lines += ["", "Recent events:"]
+        for e in list(events)[-5:]:
+            count = f" (x{e.count}, first {_utc(e.ts_ms)})" if e.count > 1 else ""
+            lines.append(f"  {_utc(e.last_seen_ms)} {e.type} {e.reason}{count}: {_clip(e.message, 160)}")
+    return "\n".join(lines)
+
+
+def _vertex_lines(v: VertexRecord) -> list[str]:
+    change = (
+        f"parallelism {v.parallelism} -> {v.decided}"
+        if v.decided is not None
+        else f"parallelism {v.parallelism}, recommended {v.recommended}"
+    )
+    named = v.name if v.name == v.vertex else f"{v.name} ({v.vertex})"
+    head = f"  {named}: {change} (max {v.max_parallelism}): {_vertex_verdict(v)}"
+    load = "unknown" if v.load is None else f"{v.load:.0%}"
+    body = [
+        f"    load {load}; it can process {_rate(v.true_processing_rate)} at full load and must "
+        f"process {_rate(v.target_data_rate)} (+ {_rate(v.catch_up_data_rate)} to catch up)",
+        f"    {_thresholds(v)}; lag {_count(v.lag)}",
+    ]
+    if v.recommended != v.parallelism:
+        body.append(
+            f"    at parallelism {v.recommended} it should process {_rate(v.expected_processing_rate)}"
+        )
+    if v.ineffective_scale_up:
+        body.append("    the last scale-up of this vertex was ineffective (did not raise its rate enough)")
+    return [head, *body]
+
+
+def _thresholds(v: VertexRecord) -> str:
+    if v.scale_up_threshold is None and v.scale_down_threshold is None:
+        return "scale-up and scale-down thresholds unknown"
+    return f"scale-up below {_rate(v.scale_up_threshold)}, scale-down above {_rate(v.scale_down_threshold)}"
+
+
+def _vertex_verdict(v: VertexRecord) -> str:
+    """Why the vertex is where it is, from its capacity against the two thresholds."""
+    if v.excluded:
+        return "excluded (vertex.exclude.ids), never changed"
+    tpr, up, down = v.true_processing_rate, v.scale_up_threshold, v.scale_down_threshold
+    if tpr is None or v.target_data_rate is None:
+        return "metrics unknown, not judged"
+    if up is not None and tpr < up:
+        return f"too slow (capacity {_rate(tpr)} is below the scale-up threshold)"
+    if down is not None and tpr > down:
+        return f"more capacity than needed ({_rate(tpr)} is above the scale-down threshold)"
+    if v.outside_band:
+        return "outside its utilization band"
+    if v.recommended != v.parallelism:
+        return f"within its band (the recommended {v.recommended} moves only with a vertex outside it)"
+    return "within its utilization band"
+
+
+def _plugin_words(outcome: str) -> str:
+    return {
+        Reason.SCALING_APPROVED: "approved",
+        Reason.SCALING_MODIFIED: "approved with changes",
+        Reason.SCALING_VETOED: "VETOED",
+        Reason.PLUGIN_FAILED: "FAILED (counts as a veto)",
+    }.get(outcome, outcome)
+
+
+# ---------------------------------------------------------------------------------------- status
+def status_table(
+    records: Mapping[str, DecisionRecord],
+    states: Mapping[str, JobState],
+    now_ms: int,
+    last_events: Mapping[str, Event] | None = None,
+    leases: Sequence[Lease] = (),
+) -> str:
+    """One row per job (outcome, cooldown left, last event), then one per vertex (parallelism,
+    recommendation, load, lag). Jobs with a state but no decision yet are listed too. Then which
+    daemon acts on each cluster (the leases in the state database)."""
+    last_events = last_events or {}
+    header = ("JOB / VERTEX", "P", "REC", "LOAD", "LAG", "COOLDOWN", "LAST DECISION", "LAST EVENT")
+    rows: list[tuple[str, ...]] = []
+    for key in sorted(set(records) | set(states)):
+        record, state = records.get(key), states.get(key)
+        event = last_events.get(key)
+        event_text = f"{event.reason}: {_clip(event.message, 50)}" if event is not None else "-"
+        if record is None:
+            rows.append((key, "", "", "", "", "-", "none yet", event_text))
+            continue
+        decision = f"{record.outcome} ({_age(now_ms - record.ts_ms)} ago)"
+        if state is not None and state.pending is not None:
+            decision += ", rescale pending"
+        rows.append((key, "", "", "", "", _cooldown(record, now_ms), decision, event_text))
+        for v in record.vertices:
+            rec = str(v.decided if v.decided is not None else v.recommended)
+            load = "-" if v.load is None else f"{v.load:.2f}"
+            rows.append((f"  {v.name}", str(v.parallelism), rec, load, _count(v.lag, unit=""), "", "", ""))
+    table = _columns(header, rows) if rows else "no jobs recorded yet (has the daemon run a tick?)"
+    if not leases:
+        return table
+    lease_rows = [
+        (
+            lease.name,
+            lease.owner,
+            f"{_age(lease.expires_ms - now_ms)} left"
+            if lease.expires_ms > now_ms
+            else "expired: no daemon acts on it",
+        )
+        for lease in leases
+    ]
+    return table + "\n\n" + _columns(("CLUSTER", "ACTED ON BY", "LEASE"), lease_rows)
+
+
+def _columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in (header, *rows)
+    )
+
+
+def _cooldown(record: DecisionRecord, now_ms: int) -> str:
+    until = record.cooldown_until_ms if record.cooldown_until_ms is not None else record.retry_at_ms
+    return _age(until - now_ms) if until is not None and until > now_ms else "-"
+
+
+# ---------------------------------------------------------------------------------------- words
+def _rate(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    if math.isinf(value):
+        return "no limit"
+    return f"{value:,.0f} rec/s" if abs(value) >= 10 else f"{value:,.2f} rec/s"
+
+
+def _count(value: float | None, unit: str = " records") -> str:
+    if value is None:
+        return "-" if not unit else "unknown"
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:.1f}{suffix}{unit}"
+    return f"{value:.0f}{unit}"
+
+
+def _age(ms: int) -> str:
+    s = max(0, ms) // 1000
+    if s < 120:
+        return f"{s} s"
+    if s < 7200:
+        return f"{s // 60} min"
+    return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
