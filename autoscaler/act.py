@@ -226,4 +226,3 @@ async def _each(
                 return replace(step, outcome=rec.failed(job, step.sample.target.options, exc))
 
     return list(await asyncio.gather(*(one(s) for s in steps)))
-
