@@ -1,13 +1,15 @@
-"""What the test_collect* files share: a fake Flink over the recorded answers, a recording sleep,
-and one collect() call that expects a sample or an Unavailable."""
+"""What the test_collect* files share: a fake Flink over the recorded answers (and its ``fake`` and
+``client`` fixtures), a recording sleep, and one collect() call that expects a sample or an Unavailable."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx
+import pytest
+import respx
 from flink_samples import load_fixture
 
 from autoscaler.collect import MetricNameCache, collect
@@ -160,3 +162,17 @@ async def unavailable_job(
     )
     assert isinstance(result, Unavailable), result
     return result
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeFlink]:
+    fake = FakeFlink()
+    with respx.mock(base_url=BASE, assert_all_called=False) as router:
+        router.route().mock(side_effect=fake.handle)
+        yield fake
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[FlinkClient]:
+    async with FlinkClient(BASE, cluster="prod") as c:
+        yield c

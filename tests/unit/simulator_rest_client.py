@@ -1,4 +1,5 @@
-"""What the test_simulator_rest* files share: a tiny client over ``handle`` and the lab job's vertex ids."""
+"""What the test_simulator_rest* files share: a tiny client over ``handle``, the lab job's vertex ids,
+and the ``cluster``, ``rest`` and ``job_id`` fixtures."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from autoscaler.simulator import SimCluster, handle
+import pytest
+
+from autoscaler.clock import FakeClock
+from autoscaler.simulator import SimCluster, SimClusterSpec, handle, work_job
 from autoscaler.simulator.scenarios import LAB_VERTEX_IDS
 
 SOURCE_ID = LAB_VERTEX_IDS["Source: BacklogSource"]
@@ -39,3 +43,20 @@ def keys(value: dict[str, Any]) -> set[str]:
 
 def names(payload: list[dict[str, str]]) -> set[str]:
     return {entry["id"] for entry in payload}
+
+
+@pytest.fixture
+def cluster(clock: FakeClock) -> SimCluster:
+    return SimCluster(SimClusterSpec(), clock)
+
+
+@pytest.fixture
+def rest(cluster: SimCluster) -> Rest:
+    return Rest(cluster)
+
+
+@pytest.fixture
+def job_id(cluster: SimCluster, clock: FakeClock) -> str:
+    job_id = cluster.submit(work_job(name="autoscaler-load-job"))
+    clock.advance(90)
+    return job_id

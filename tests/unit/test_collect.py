@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
@@ -28,19 +27,7 @@ from autoscaler.model import HEAP_USAGE_RATIO, JobSample, JobTarget, TaskManager
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeFlink]:
-    fake = FakeFlink()
-    with respx.mock(base_url=BASE, assert_all_called=False) as router:
-        router.route().mock(side_effect=fake.handle)
-        yield fake
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[FlinkClient]:
-    async with FlinkClient(BASE, cluster="prod") as c:
-        yield c
+pytest_plugins = ("collect_flink",)  # its fake and client fixtures
 
 
 # --------------------------------------------------------------------------------------------- the happy path

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-
 import pytest
-import respx
 from collect_flink import (
     AGG,
-    BASE,
     NOW_MS,
     SRC,
     TARGET,
@@ -24,19 +20,7 @@ from autoscaler.flink.client import FlinkClient
 from autoscaler.model import JobSample, TaskManagerSample
 from autoscaler.reasons import Reason
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeFlink]:
-    fake = FakeFlink()
-    with respx.mock(base_url=BASE, assert_all_called=False) as router:
-        router.route().mock(side_effect=fake.handle)
-        yield fake
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[FlinkClient]:
-    async with FlinkClient(BASE, cluster="prod") as c:
-        yield c
+pytest_plugins = ("collect_flink",)  # its fake and client fixtures
 
 
 # ----------------------------------------------------------------------------------------- one fetch per tick

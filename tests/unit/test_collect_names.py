@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
 
-import pytest
-import respx
 from collect_flink import (
     AGG,
-    BASE,
     SRC,
     TARGET,
     WORK,
@@ -20,19 +16,7 @@ from collect_flink import (
 from autoscaler.collect import MetricNameCache
 from autoscaler.flink.client import FlinkClient
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeFlink]:
-    fake = FakeFlink()
-    with respx.mock(base_url=BASE, assert_all_called=False) as router:
-        router.route().mock(side_effect=fake.handle)
-        yield fake
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[FlinkClient]:
-    async with FlinkClient(BASE, cluster="prod") as c:
-        yield c
+pytest_plugins = ("collect_flink",)  # its fake and client fixtures
 
 
 # --------------------------------------------------------------------------------------------- name cache

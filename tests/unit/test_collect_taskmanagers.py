@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Iterator
 
 import httpx
-import pytest
 import respx
 from collect_flink import (
     BASE,
@@ -17,19 +15,7 @@ from autoscaler.collect import MetricNameCache, collect_taskmanagers
 from autoscaler.flink.client import FlinkClient
 from autoscaler.model import TaskManagerSample
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeFlink]:
-    fake = FakeFlink()
-    with respx.mock(base_url=BASE, assert_all_called=False) as router:
-        router.route().mock(side_effect=fake.handle)
-        yield fake
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[FlinkClient]:
-    async with FlinkClient(BASE, cluster="prod") as c:
-        yield c
+pytest_plugins = ("collect_flink",)  # its fake and client fixtures
 
 
 # --------------------------------------------------------------------------------------------- TaskManagers

@@ -4,13 +4,10 @@ records, lag and observed TPR, finished vertices (``autoscaler/collect/vertices.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
-import respx
 from collect_flink import (
     AGG,
-    BASE,
     SRC,
     TARGET,
     WORK,
@@ -26,19 +23,7 @@ from autoscaler.settings import AutoscalerOptions, BusyTimeAggregator
 from autoscaler.simulator import Constant, SimCluster, SimClusterSpec, work_job
 from autoscaler.simulator import transport as sim_transport
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeFlink]:
-    fake = FakeFlink()
-    with respx.mock(base_url=BASE, assert_all_called=False) as router:
-        router.route().mock(side_effect=fake.handle)
-        yield fake
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[FlinkClient]:
-    async with FlinkClient(BASE, cluster="prod") as c:
-        yield c
+pytest_plugins = ("collect_flink",)  # its fake and client fixtures
 
 
 # --------------------------------------------------------------------------------------------- one vertex

@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from formula_builders import agg
 
 from autoscaler.collect import observed_true_processing_rate
 from autoscaler.evaluate.formulas import (
@@ -66,31 +67,9 @@ def options(**overrides: Any) -> AutoscalerOptions:
     return AutoscalerOptions(**overrides)
 
 
-def rates(
-    *,
-    in_rate: float = NAN,
-    out_rate: float = NAN,
-    lag_rate: float = 0.0,
-    lag: float = 0.0,
-    busy_ms: float = NAN,
-    in_per_s: float = NAN,
-    acc_busy_rate: float = NAN,
-    counter_busy_ms: float = NAN,
-) -> VertexAggregates:
-    """A vertex's window reduced to exactly these averages and rates."""
-    busy = (0.0, 0) if math.isnan(busy_ms) else (busy_ms, 1)
-    return VertexAggregates(
-        samples=2,
-        busy_sum=busy[0],
-        busy_count=busy[1],
-        accumulated_busy_rate=acc_busy_rate,
-        accumulated_busy_agg_rate=counter_busy_ms,
-        records_in_rate=in_rate,
-        records_out_rate=out_rate,
-        lag_rate=lag_rate,
-        lag_latest=lag,
-        records_in_per_s_avg=in_per_s,
-    )
+def rates(*, lag_rate: float = 0.0, lag: float = 0.0, **measured: float) -> VertexAggregates:
+    """A vertex's window reduced to exactly these averages and rates (no lag unless given)."""
+    return agg(lag_rate=lag_rate, lag=lag, **measured)
 
 
 def topology(

@@ -12,24 +12,9 @@ import pytest
 from simulator_rest_client import SINK_ID, SOURCE_ID, WORK_ID, Fixture, Rest
 
 from autoscaler.clock import FakeClock
-from autoscaler.simulator import SimCluster, SimClusterSpec, handle, work_job
+from autoscaler.simulator import SimCluster, handle
 
-
-@pytest.fixture
-def cluster(clock: FakeClock) -> SimCluster:
-    return SimCluster(SimClusterSpec(), clock)
-
-
-@pytest.fixture
-def rest(cluster: SimCluster) -> Rest:
-    return Rest(cluster)
-
-
-@pytest.fixture
-def job_id(cluster: SimCluster, clock: FakeClock) -> str:
-    job_id = cluster.submit(work_job(name="autoscaler-load-job"))
-    clock.advance(90)
-    return job_id
+pytest_plugins = ("simulator_rest_client",)  # its cluster, rest and job_id fixtures
 
 
 # ---- rescaling over REST ------------------------------------------------------------------------

@@ -13,22 +13,7 @@ from autoscaler.clock import FakeClock
 from autoscaler.simulator import Constant, SimCluster, SimClusterSpec, SimJobSpec, SimVertexSpec, work_job
 from autoscaler.simulator.rest import java_string
 
-
-@pytest.fixture
-def cluster(clock: FakeClock) -> SimCluster:
-    return SimCluster(SimClusterSpec(), clock)
-
-
-@pytest.fixture
-def rest(cluster: SimCluster) -> Rest:
-    return Rest(cluster)
-
-
-@pytest.fixture
-def job_id(cluster: SimCluster, clock: FakeClock) -> str:
-    job_id = cluster.submit(work_job(name="autoscaler-load-job"))
-    clock.advance(90)
-    return job_id
+pytest_plugins = ("simulator_rest_client",)  # its cluster, rest and job_id fixtures
 
 
 # ---- metric names -------------------------------------------------------------------------------
