@@ -19,7 +19,7 @@ import structlog
 from autoscaler.cluster import Clusters
 from autoscaler.decide import Decision, decide
 from autoscaler.durations import to_ms
-from autoscaler.evaluate.history import record_metrics, trim_history
+from autoscaler.evaluate.history import record_metrics, trim_history, verify_last_scaling
 from autoscaler.evaluate.stage import Evaluated
 from autoscaler.model import JobRef, JobSample
 from autoscaler.outcome import JobOutcome
@@ -77,6 +77,7 @@ async def decide_jobs(
         rec.evaluated(evaluation)
         cooldown_ms = flink_cooldown_ms[job.cluster]
         decision = decide(evaluation, state, options, rec.now_ms, flink_cooldown_ms=cooldown_ms)
+        decision = _verify_last_scaling(decision, rec)
         rec.decided(decision, options)
         if not decision.applies:
             rec.save(job.key, decision.state)
@@ -110,6 +111,23 @@ def _confirm_pending(sample: JobSample, state: JobState, rec: TickRecord, timeou
         rec.stuck(job, pending, timeout)
         return replace(state, pending=None)
     return state
+
+
+# Outcomes that end before the metrics were judged: their evaluation cannot verify a rescale.
+_NOT_JUDGED = frozenset({Reason.RESCALE_IN_FLIGHT, Reason.METRICS_UNKNOWN})
+
+
+def _verify_last_scaling(decision: Decision, rec: TickRecord) -> Decision:
+    """The first tick after a confirmed rescale whose window is full (and its metrics known) measures
+    what the rescale delivered, once; the verdict joins the rescale's record in the next state."""
+    evaluation, state = decision.evaluation, decision.state
+    if evaluation is None or evaluation.not_ready is not None or decision.outcome in _NOT_JUDGED:
+        return decision
+    verified = verify_last_scaling(state.history, evaluation, rec.now_ms)
+    if verified is None:
+        return decision
+    rec.verified(evaluation, verified)
+    return replace(decision, state=replace(state, history=(*state.history[:-1], verified)))
 
 
 # ---------------------------------------------------------------------------------------------- plugins

@@ -33,6 +33,7 @@ __all__ = ["main"]
 log = structlog.get_logger(__name__)
 
 DECISIONS_DIR_ENV = "FLINK_AUTOSCALER_DECISIONS_DIR"
+EXPLAIN_LAST = 5  # decisions `explain` shows unless told otherwise: the newest one and four before it
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -68,8 +69,16 @@ def _parser() -> argparse.ArgumentParser:
     _reader_options(status)
     status.set_defaults(func=_cmd_status)
 
-    why = sub.add_parser("explain", help="why the last decision for a job was what it was")
+    why = sub.add_parser("explain", help="why a job's last decisions were what they were")
     why.add_argument("job", help="job key (cluster/name), job name, or JobID")
+    why.add_argument(
+        "--last",
+        type=_positive,
+        default=EXPLAIN_LAST,
+        metavar="N",
+        help=f"show the job's last N decisions, the newest in full (default {EXPLAIN_LAST}; at most what "
+        "the daemon keeps, a run of ticks that decided the same counting as one)",
+    )
     _reader_options(why)
     why.set_defaults(func=_cmd_explain)
 
@@ -99,6 +108,16 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("config", type=Path)
     check.set_defaults(func=_cmd_check_config)
     return p
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of decisions, 1 or more, got {text!r}")
+    return value
 
 
 def _decisions_dir_option(parser: argparse.ArgumentParser, text: str) -> None:
@@ -257,13 +276,15 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         records = reader.load_decisions()
         record = find_record(records, args.job)
         events = reader.events(record.job_key) if record is not None else []
+        history = reader.history(record.job_key) if record is not None and args.last > 1 else []
     if record is None:
         known = ", ".join(sorted(records)) or "none"
         print(
             f"flink-autoscaler: no decision recorded for {args.job!r} (known jobs: {known})", file=sys.stderr
         )
         return 1
-    print(explain(record, now_ms=SystemClock().now_ms(), events=events))
+    earlier = [r for r in history if r.ts_ms < record.first_ms][-(args.last - 1) :] if args.last > 1 else []
+    print(explain(record, now_ms=SystemClock().now_ms(), events=events, earlier=earlier))
     return 0
 
 

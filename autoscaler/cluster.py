@@ -1,5 +1,5 @@
-"""Per-cluster concerns of a tick: the REST client, the lease, Flink's cooldown, the metric-name cache,
-and the discover and collect stages run once per cluster.
+"""Per-cluster concerns of a tick: the REST client, the lease, Flink's cooldown and metric fetch interval,
+the metric-name cache and fetch book, and the discover and collect stages run once per cluster.
 
 A :class:`ClusterSession` is what the daemon knows of one Flink cluster between ticks; :class:`Clusters`
 runs the first two stages over all of them at once and hands the tick one :class:`Collected` value. A
@@ -16,7 +16,17 @@ from dataclasses import dataclass, field
 import httpx
 import structlog
 
-from autoscaler.collect import MetricNameCache, collect, collect_taskmanagers
+from autoscaler.collect import (
+    FLINK_DEFAULT_FETCH_INTERVAL_MS,
+    FetchBook,
+    FetchCheck,
+    FetchTiming,
+    MetricNameCache,
+    collect,
+    collect_taskmanagers,
+    fetch_interval_warning,
+)
+from autoscaler.collect.freshness import FETCH_INTERVAL_KEY
 from autoscaler.discover import discover
 from autoscaler.durations import parse_duration, to_ms
 from autoscaler.flink.client import FlinkClient
@@ -32,7 +42,14 @@ from autoscaler.resources import fetch_taskmanager_resources
 from autoscaler.settings import AutoscalerOptions, ClusterSettings, Settings
 from autoscaler.state import StateStore
 
-__all__ = ["FLINK_DEFAULT_COOLDOWN_MS", "ClusterSession", "Clusters", "Collected", "flink_cooldown_ms"]
+__all__ = [
+    "FLINK_DEFAULT_COOLDOWN_MS",
+    "ClusterSession",
+    "Clusters",
+    "Collected",
+    "flink_cooldown_ms",
+    "flink_fetch_interval_ms",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -61,8 +78,12 @@ class ClusterSession:
     client: FlinkClient
     options: AutoscalerOptions
     names: MetricNameCache = field(default_factory=MetricNameCache)
+    fetches: FetchBook = field(default_factory=FetchBook)  # each job's last reading: new fetch or stale?
     jobs: set[str] = field(default_factory=set)  # job keys seen at the last successful discovery
     flink_cooldown_ms: int = FLINK_DEFAULT_COOLDOWN_MS  # the adaptive scheduler's, from /jobmanager/config
+    # metrics.fetcher.update-interval from /jobmanager/config; None: not read or not set (Flink's default)
+    metric_fetch_interval_ms: int | None = None
+    fetch_warning: str | None = None  # the warning last logged about it, to log it once (and on change)
     config_read_ms: int | None = None  # when /jobmanager/config was last read
     lease_expires_ms: int = 0  # while later than now, this daemon holds the cluster's lease
     lease_holder: str | None = None  # who held it at the last attempt (to log changes only)
@@ -74,12 +95,20 @@ class ClusterSession:
     def holds_lease(self, now_ms: int) -> bool:
         return self.lease_expires_ms > now_ms
 
-    async def read_flink_cooldown(self, now_ms: int) -> None:
-        """Flink's adaptive-scheduler cooldown, re-read every few minutes (it changes only with a restart).
+    @property
+    def fetch_interval_ms(self) -> int:
+        """How often Flink's lazy metric fetcher refreshes at most: as read, else Flink's default."""
+        known = self.metric_fetch_interval_ms
+        return FLINK_DEFAULT_FETCH_INTERVAL_MS if known is None else known
 
-        Flink holds back every rescale inside it (after job start and after each rescale), so the
-        daemon defers its decisions until it ends instead of issuing one Flink will sit on. If the
-        cluster does not say, Flink's default (30 s) is assumed.
+    async def read_flink_config(self, now_ms: int) -> None:
+        """Flink's adaptive-scheduler cooldown and metric fetch interval, re-read every few minutes (they
+        change only with a restart of the JobManager).
+
+        Flink holds back every rescale inside the cooldown (after job start and after each rescale), so
+        the daemon defers its decisions until it ends instead of issuing one Flink will sit on. If the
+        cluster does not say, Flink's default (30 s) is assumed. The fetch interval bounds how long a
+        tick may find the last metric fetch served again (``autoscaler.collect.freshness``).
         """
         if self.config_read_ms is not None and now_ms - self.config_read_ms < _CONFIG_REFRESH_MS:
             return
@@ -90,6 +119,7 @@ class ClusterSession:
             return
         self.config_read_ms = now_ms
         self.flink_cooldown_ms = flink_cooldown_ms(config)
+        self.metric_fetch_interval_ms = flink_fetch_interval_ms(config)
 
 
 class Clusters:
@@ -166,7 +196,8 @@ class Clusters:
             log.warning("cluster_unavailable", cluster=cluster.name, error=str(exc))
             self.metrics.report_error(cluster.name, reason)
             return [], str(exc)
-        await cluster.read_flink_cooldown(rec.now_ms)
+        await cluster.read_flink_config(rec.now_ms)
+        self._check_fetch_interval(cluster)
         targets = [t for t in discovery.targets if only_job is None or t.job.key == only_job]
         if only_job is None:  # a one-job view must not forget or recount the others
             cluster.jobs = {t.job.key for t in discovery.targets} | {j.key for j in discovery.not_running}
@@ -175,7 +206,27 @@ class Clusters:
                 rec.invalid_options(job, message, cluster.options)
         if not targets:
             return [], None
-        return await self._collect_targets(cluster, targets, rec.now_ms), None
+        found = await self._collect_targets(cluster, targets, rec.now_ms)
+        for sample in found:
+            if isinstance(sample, JobSample) and sample.stale_ticks:
+                rec.stale_sample(sample)
+        return found, None
+
+    def _check_fetch_interval(self, cluster: ClusterSession) -> None:
+        """Warn once per cluster (and again when it changes) if the loop is too fast for Flink's fetcher;
+        the gauges say it to dashboards and alerts on every tick."""
+        loop_ms = to_ms(self.settings.control_loop_interval)
+        assumed = cluster.metric_fetch_interval_ms is None
+        warning = fetch_interval_warning(loop_ms, cluster.fetch_interval_ms, assumed=assumed)
+        if warning != cluster.fetch_warning:
+            if warning is not None:
+                log.warning("metric_fetch_interval_too_long", cluster=cluster.name, detail=warning)
+            else:
+                interval_ms = cluster.fetch_interval_ms
+                log.info("metric_fetch_interval_ok", cluster=cluster.name, fetch_interval_ms=interval_ms)
+            cluster.fetch_warning = warning
+        self.metrics.metric_fetch_interval.labels(cluster.name).set(cluster.fetch_interval_ms / 1000)
+        self.metrics.metric_fetch_warning.labels(cluster.name).set(0 if warning is None else 1)
 
     async def _collect_targets(
         self, cluster: ClusterSession, targets: list[JobTarget], now_ms: int
@@ -183,6 +234,11 @@ class Clusters:
         taskmanagers = await collect_taskmanagers(cluster.client, cluster.names)
         taskmanagers = await fetch_taskmanager_resources(cluster.client, taskmanagers)  # for quota checks
         fetch_wait_s = cluster.settings.metric_fetch_wait.total_seconds() if self._fetch_wait else 0.0
+        timing = FetchTiming(
+            fetch_interval_ms=cluster.fetch_interval_ms,
+            loop_interval_ms=to_ms(self.settings.control_loop_interval),
+            wait_ms=round(fetch_wait_s * 1000),
+        )
         return list(
             await asyncio.gather(
                 *(
@@ -193,6 +249,7 @@ class Clusters:
                         cluster.names,
                         taskmanagers,
                         fetch_wait_s=fetch_wait_s,
+                        fetches=FetchCheck(cluster.fetches, timing),
                         providers=metric_providers(
                             t.options, plugins=self.plugins, evaluators=self.evaluators
                         ),
@@ -270,6 +327,7 @@ class Clusters:
         for c in self.sessions:
             for key in keys:
                 c.names.forget(key)
+                c.fetches.forget(key)
 
     def report_jobs(self, samples: Sequence[JobSample]) -> None:
         for c in self.sessions:
@@ -280,6 +338,27 @@ class Clusters:
         for c in self.sessions:
             with contextlib.suppress(Exception):
                 await c.client.aclose()
+
+
+def flink_fetch_interval_ms(jobmanager_config: Mapping[str, str]) -> int | None:
+    """``metrics.fetcher.update-interval`` from ``/jobmanager/config``; None if unset or unreadable.
+
+    Flink 1.x spells it in milliseconds (a bare number, which Flink's duration syntax also reads as ms),
+    2.x may give a duration ("10 s"); both parse here. A value Flink itself would reject (negative) is
+    not trusted either.
+    """
+    value = jobmanager_config.get(FETCH_INTERVAL_KEY)
+    if value is None:
+        return None
+    try:
+        interval_ms = to_ms(parse_duration(value))
+    except ValueError:
+        log.warning("unparsable_metric_fetch_interval", key=FETCH_INTERVAL_KEY, value=value)
+        return None
+    if interval_ms < 0:
+        log.warning("unparsable_metric_fetch_interval", key=FETCH_INTERVAL_KEY, value=value)
+        return None
+    return interval_ms
 
 
 def flink_cooldown_ms(jobmanager_config: Mapping[str, str]) -> int:

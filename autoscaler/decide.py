@@ -5,11 +5,12 @@ Pure: no I/O, no clock. The gates run in one fixed order (the policy), and every
 job-level gates decide whether anything is applied. The order follows the reference's
 ``ScalingExecutor`` (§1.8), after two of ours that come first:
 
-1. a rescale still in flight (ours), 2. an evaluation that is not ready (ours),
-3. memory pressure, 4. vertex.exclude.ids and the scale-down delay, 5. the utilization band and the
-minimum change (``scaling.min-parallelism-change``), unless ``scaling-interval.max`` forces it (ours),
-6. advisor mode (``scaling.enabled=false``), 7. ``excluded.periods``, 8. ``quota.cpu`` / ``quota.memory``,
-9. the cooldown: ``scaling-interval.min`` and Flink's own adaptive-scheduler cooldown (ours).
+1. a rescale still in flight (ours), 2. an evaluation that is not ready (ours), 3. metrics unknown
+for the vertices that matter (ours, ``_metrics_unknown``), 4. memory pressure, 5. vertex.exclude.ids and
+the scale-down delay, 6. the utilization band and the minimum change (``scaling.min-parallelism-change``),
+unless ``scaling-interval.max`` forces it (ours), 7. advisor mode (``scaling.enabled=false``),
+8. ``excluded.periods``, 9. ``quota.cpu`` / ``quota.memory``, 10. the cooldown: ``scaling-interval.min``
+and Flink's own adaptive-scheduler cooldown (ours).
 
 Advisor mode, excluded periods, quotas and cooldowns keep the changes in the decision, so they can be
 reported; a cooldown also says when to decide again (``retry_at_ms``).
@@ -102,24 +103,31 @@ def decide(
     if state.pending is not None:
         return no(Reason.RESCALE_IN_FLIGHT, "waiting for the last rescale to show in /jobs/:id")
     if evaluation.not_ready is not None:
+        if evaluation.load_change_ms is not None:
+            # The delayed scale-downs were recommended for the old load, the last of them on a window
+            # that already straddled the change: none of them may size the job for the new one.
+            return no(
+                evaluation.not_ready, _not_ready_text(evaluation), replace(state, delayed_scale_down={})
+            )
         return no(evaluation.not_ready, _not_ready_text(evaluation))
+    unknown = _metrics_unknown(evaluation, options)
+    if unknown:
+        # Unknown is not "in band": nothing was judged, so nothing is scaled and the delayed
+        # scale-downs stay as they were (an unknown tick neither adds to nor clears them).
+        return no(Reason.METRICS_UNKNOWN, unknown)
 
     pressure = _memory_pressure(evaluation, options)
     if pressure:
         return no(Reason.MEMORY_PRESSURE, pressure)
 
-    changes, delayed = _vertex_changes(evaluation, state, options, now_ms)
+    changes, delayed, outside = _vertex_changes(evaluation, state, options, now_ms)
     new_state = replace(state, delayed_scale_down=delayed)
-    # Reference ScalingExecutor: only a vertex that would change counts as outside its band. A vertex
-    # stuck at a limit (e.g. p=1 with far more capacity than needed) must not hold the gate open, or
-    # every in-band recommendation of the other vertices would be applied on every tick.
-    outside = [vid for vid in changes if evaluation.vertices[vid].outside_band]
     since_ms = _cooldown_start(state, evaluation)
     total_change = sum(abs(c.target - c.current) for c in changes.values())
     meets_minimum = bool(outside) and total_change >= options.scaling_min_parallelism_change
     forced = not meets_minimum and bool(changes) and _max_interval_passed(options, since_ms, now_ms)
     if not meets_minimum and not forced:
-        held = [vid for vid in delayed if evaluation.vertices[vid].outside_band]
+        held = [vid for vid in delayed if vid not in changes and evaluation.vertices[vid].outside_band]
         if held and not outside:
             first = min(delayed[vid].first_trigger_ms for vid in held)
             wait_s = max(0, first + to_ms(options.scale_down_interval) - now_ms) / 1000
@@ -136,7 +144,10 @@ def decide(
                 new_state,
             )
         return no(
-            Reason.IN_BAND, "all vertices that could change are within their utilization band", new_state
+            Reason.IN_BAND,
+            "all vertices that could change are within their utilization band"
+            + _partly_unknown(evaluation, options),
+            new_state,
         )
     if not options.scaling_enabled:
         return Decision(
@@ -217,34 +228,111 @@ def _max_interval_passed(options: AutoscalerOptions, since_ms: int, now_ms: int)
 
 def _vertex_changes(
     evaluation: JobEvaluation, state: JobState, options: AutoscalerOptions, now_ms: int
-) -> tuple[dict[VertexId, VertexChange], dict[VertexId, DelayedScaleDown]]:
+) -> tuple[dict[VertexId, VertexChange], dict[VertexId, DelayedScaleDown], set[VertexId]]:
     """Apply the scale-down delay per vertex (reference: DelayedScaleDown / FLINK-36535).
 
-    Returns the changes and the delayed scale-downs to remember; a vertex whose delay has elapsed is in
-    both.
+    Returns the changes, the delayed scale-downs to remember (a vertex whose delay has elapsed is in
+    both) and the changed vertices whose applied recommendation was outside the utilization band.
+
+    Only a vertex that would change can count as outside (reference ScalingExecutor): a vertex stuck at
+    a limit (e.g. p=1 with far more capacity than needed) must not hold the band gate open, or every
+    in-band recommendation of the other vertices would be applied on every tick. A delayed scale-down
+    counts with the flag of the recommendation it applies (the window maximum), not this tick's, as the
+    reference's ``RecommendedParallelism`` does; a recommendation stored before the flag was kept
+    (older state) falls back to this tick's flag, which is what was used then.
     """
     interval_ms = to_ms(options.scale_down_interval)
     changes: dict[VertexId, VertexChange] = {}
     delayed: dict[VertexId, DelayedScaleDown] = {}
+    outside: set[VertexId] = set()
     for v in evaluation.vertices.values():
-        if _excluded(v, options) or v.unknown or v.target_parallelism == v.parallelism:
+        previous = state.delayed_scale_down.get(v.vertex)
+        if _excluded(v, options):
+            continue
+        if v.unknown:
+            # Unknown is no recommendation: it neither adds to a pending scale-down nor clears it.
+            if previous is not None:
+                delayed[v.vertex] = previous
+            continue
+        if v.target_parallelism == v.parallelism:
             continue
         if v.target_parallelism > v.parallelism or interval_ms <= 0:
             changes[v.vertex] = VertexChange(v.vertex, v.parallelism, v.target_parallelism)
+            if v.outside_band:
+                outside.add(v.vertex)
             continue
-        previous = state.delayed_scale_down.get(v.vertex)
-        pending = (previous or DelayedScaleDown(now_ms, ())).add(now_ms, v.target_parallelism, interval_ms)
-        if now_ms - interval_ms < pending.first_trigger_ms:
-            delayed[v.vertex] = pending
-            continue
+        pending = (previous or DelayedScaleDown(now_ms, ())).add(
+            now_ms, v.target_parallelism, interval_ms, outside_band=v.outside_band
+        )
         # Kept until a scaling executes (JobState.with_scaling clears it), as in the reference: a
         # scale-down blocked by a later gate (advisor mode, excluded period, quota, a plugin's veto)
         # must not start its delay over on the next tick.
         delayed[v.vertex] = pending
-        target = pending.window_max()
-        if target < v.parallelism:
-            changes[v.vertex] = VertexChange(v.vertex, v.parallelism, target)
-    return changes, delayed
+        if now_ms - interval_ms < pending.first_trigger_ms:
+            continue
+        peak = pending.peak()
+        if peak.parallelism < v.parallelism:
+            changes[v.vertex] = VertexChange(v.vertex, v.parallelism, peak.parallelism)
+            if v.outside_band if peak.outside_band is None else peak.outside_band:
+                outside.add(v.vertex)
+    return changes, delayed, outside
+
+
+def _metrics_unknown(evaluation: JobEvaluation, options: AutoscalerOptions) -> str | None:
+    """Why this tick cannot judge the job at all, or None: the metrics of the vertices that matter are
+    NaN or missing (a vertex absent from the evaluation counts as unknown).
+
+    What matters:
+
+    - every source's target data rate, excluded sources included: every other vertex's target rate
+      is propagated from the sources, so one unknown source leaves everything downstream of it
+      unknown (the reference's evaluator fails the whole job there);
+    - at least one vertex that could be scaled (not in ``vertex.exclude.ids``) with known rates.
+
+    An unknown vertex among known ones is only left as it is, while the others are decided; the
+    in-band text then names it, so "in band" never covers a vertex nobody measured.
+    """
+    topology = evaluation.sample.topology
+    vertices = evaluation.vertices
+    names = {v.id: v.name for v in topology}
+    sources = [
+        vid
+        for vid in topology.vertices
+        if topology.is_source(vid) and (vid not in vertices or math.isnan(vertices[vid].target_data_rate))
+    ]
+    if sources:
+        which = (
+            f"source {_names(sources, names)} is"
+            if len(sources) == 1
+            else f"sources {_names(sources, names)} are"
+        )
+        return (
+            f"metrics unknown: the target data rate of {which} NaN or missing, so no vertex downstream "
+            "can be judged; nothing is scaled"
+        )
+    candidates = [vid for vid in topology.vertices if vid not in options.vertex_exclude_ids]
+    if candidates and all(vid not in vertices or vertices[vid].unknown for vid in candidates):
+        return (
+            f"metrics unknown for every vertex that could be scaled ({_names(candidates, names)}): "
+            "true processing rate or target data rate is NaN or missing; nothing is scaled"
+        )
+    return None
+
+
+def _partly_unknown(evaluation: JobEvaluation, options: AutoscalerOptions) -> str:
+    """The vertices that were not judged because their metrics are unknown, for an in-band text."""
+    names = {v.id: v.name for v in evaluation.sample.topology}
+    unknown = [
+        vid
+        for vid in evaluation.sample.topology.vertices
+        if vid not in options.vertex_exclude_ids
+        and (vid not in evaluation.vertices or evaluation.vertices[vid].unknown)
+    ]
+    return f"; metrics unknown for {_names(unknown, names)} (not judged)" if unknown else ""
+
+
+def _names(vids: list[VertexId], names: Mapping[VertexId, str]) -> str:
+    return ", ".join(names.get(vid, vid) for vid in vids)
 
 
 def _excluded(v: VertexEvaluation, options: AutoscalerOptions) -> bool:
@@ -271,6 +359,11 @@ def _memory_pressure(evaluation: JobEvaluation, options: AutoscalerOptions) -> s
 def _not_ready_text(evaluation: JobEvaluation) -> str:
     if evaluation.not_ready_detail:
         return evaluation.not_ready_detail
+    if evaluation.load_change_ms is not None:
+        return (
+            f"the offered load changed at {_utc(evaluation.load_change_ms)}: the metric window restarts "
+            "there (metrics.load-change.threshold) and must fill again"
+        )
     if evaluation.not_ready is Reason.STABILIZING:
         return "job recently (re)started: waiting for stabilization.interval"
     return f"metric window not full yet ({evaluation.window_samples} samples)"

@@ -1,11 +1,14 @@
 """Where ``flink-autoscaler status`` and ``explain`` read from: one small interface over three sources.
 
 :class:`DecisionReader` is all the CLI needs: the last :class:`~autoscaler.explain.DecisionRecord` per
-job, the jobs' states, and a job's recent events. :class:`StoreReader` builds it from
+job, a job's last decisions, the jobs' states, and a job's recent events. :class:`StoreReader` builds
+it from
 
-- the decisions: :class:`JsonDecisionDir`, one JSON file per job that the running daemon replaces
-  atomically after each of the job's decisions (so another process always reads a whole file), or
-  :class:`MemoryDecisions` in the daemon's own process;
+- the decisions: :class:`JsonDecisionDir`, per job a JSON file with its newest decision that the running
+  daemon replaces atomically after each of the job's decisions (so another process always reads a
+  whole file) and a file with the decisions before it, or :class:`MemoryDecisions` in the daemon's own
+  process. Both keep a job's last ``keep`` decisions (:data:`DECISION_HISTORY` by default), a run of
+  ticks that decided the same counting as one (``autoscaler.explain.add_decision``);
 - the state store and event sink of ``autoscaler.state`` (the daemon writes states at the end of each
   tick, so these are read from the store, never copied into the decision files).
 
@@ -28,7 +31,7 @@ from urllib.parse import quote
 import structlog
 
 from autoscaler.events import Event
-from autoscaler.explain import DecisionRecord, record_from_outcome
+from autoscaler.explain import DecisionRecord, add_decision, record_from_outcome
 from autoscaler.state import JobState
 from autoscaler.state.store import Lease
 
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
     from autoscaler.outcome import JobOutcome
 
 __all__ = [
+    "DECISION_HISTORY",
     "DecisionReader",
     "DecisionSource",
     "DecisionWriter",
@@ -50,12 +54,23 @@ __all__ = [
 
 log = structlog.get_logger(__name__)
 
+# Decisions kept per job. A run of ticks that decided the same is one decision, so 20 reach back over
+# the last rescales and what led to them, while a file stays a few hundred kB even for a large job.
+# (A candidate for a daemon setting; bounded by MAX_DECISION_HISTORY.)
+DECISION_HISTORY = 20
+MAX_DECISION_HISTORY = 1000
+_LATEST, _EARLIER = ".json", ".history.jsonl"
+
 
 class DecisionReader(Protocol):
     """What the CLI reads; every call returns a fresh snapshot (the daemon keeps writing)."""
 
     def load_decisions(self) -> dict[str, DecisionRecord]:
         """The last decision of every job, by job key."""
+        ...
+
+    def history(self, job_key: str) -> list[DecisionRecord]:
+        """The job's last decisions, oldest first (the newest is its ``load_decisions`` record)."""
         ...
 
     def load_states(self) -> dict[str, JobState]:
@@ -73,12 +88,14 @@ class DecisionReader(Protocol):
 
 class DecisionWriter(Protocol):
     def save_decision(self, record: DecisionRecord) -> None:
-        """Replace the job's last decision."""
+        """Add the job's newest decision (it extends the newest kept one when it decided the same)."""
         ...
 
 
 class DecisionSource(Protocol):
     def load_decisions(self) -> dict[str, DecisionRecord]: ...
+
+    def load_history(self, job_key: str) -> list[DecisionRecord]: ...
 
 
 class StateSource(Protocol):
@@ -126,6 +143,9 @@ class StoreReader:
     def load_decisions(self) -> dict[str, DecisionRecord]:
         return self._decisions.load_decisions()
 
+    def history(self, job_key: str) -> list[DecisionRecord]:
+        return self._decisions.load_history(job_key)
+
     def load_states(self) -> dict[str, JobState]:
         if self._state is None:
             return {}
@@ -140,55 +160,118 @@ class StoreReader:
         return self._events.events(job_key, limit=self._max_events)
 
 
-class MemoryDecisions:
-    """The last decision per job, in this process (the daemon's own view, tests)."""
+def _checked(keep: int) -> int:
+    if not 1 <= keep <= MAX_DECISION_HISTORY:
+        raise ValueError(f"decisions to keep per job must be 1..{MAX_DECISION_HISTORY}, got {keep}")
+    return keep
 
-    def __init__(self) -> None:
-        self._records: dict[str, DecisionRecord] = {}
+
+class MemoryDecisions:
+    """A job's last ``keep`` decisions, in this process (the daemon's own view, tests)."""
+
+    def __init__(self, keep: int = DECISION_HISTORY) -> None:
+        self.keep = _checked(keep)
+        self._records: dict[str, tuple[DecisionRecord, ...]] = {}
         self._lock = threading.Lock()
 
     def save_decision(self, record: DecisionRecord) -> None:
         with self._lock:
-            self._records[record.job_key] = record
+            key = record.job_key
+            self._records[key] = add_decision(self._records.get(key, ()), record, self.keep)
 
     def load_decisions(self) -> dict[str, DecisionRecord]:
         with self._lock:
-            return dict(self._records)
+            return {key: records[-1] for key, records in self._records.items()}
+
+    def load_history(self, job_key: str) -> list[DecisionRecord]:
+        with self._lock:
+            return list(self._records.get(job_key, ()))
 
 
 class JsonDecisionDir:
-    """One ``<job key>.json`` per job in ``directory`` (the key percent-encoded, it holds a '/')."""
+    """Per job in ``directory`` (its key percent-encoded, it holds a '/'): ``<key>.json``, the newest
+    decision, rewritten after each of the job's ticks as it always was (so a reader of an older version
+    still reads it), and ``<key>.history.jsonl``, the kept decisions before it, one JSON line each,
+    rewritten only when they change (a new decision, a verification, pruning to ``keep``).
 
-    def __init__(self, directory: str | Path) -> None:
+    Each file is replaced whole. The earlier decisions are written first, so a reader between the two
+    writes may find the newest decision in both: it takes the earlier ones only up to the newest's
+    start. A directory written before the history file existed reads as one decision per job.
+    """
+
+    def __init__(self, directory: str | Path, keep: int = DECISION_HISTORY) -> None:
         self.directory = Path(directory)
+        self.keep = _checked(keep)
+        self._kept: dict[str, tuple[DecisionRecord, ...]] = {}  # what this process wrote, per job
+        self._lock = threading.Lock()
 
     def save_decision(self, record: DecisionRecord) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        target = self.directory / f"{quote(record.job_key, safe='')}.json"
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(record.to_json())
-            os.replace(tmp, target)  # readers see the old file or the new one, never half of one
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        key = record.job_key
+        with self._lock:
+            before = self._kept.get(key)
+            if before is None:  # first decision of the job in this process: continue what is on disk
+                before = tuple(self.load_history(key)) if self.directory.is_dir() else ()
+            after = add_decision(before, record, self.keep)
+            self.directory.mkdir(parents=True, exist_ok=True)
+            if after[:-1] != before[:-1]:
+                self._replace(self._path(key, _EARLIER), "".join(f"{r.to_json()}\n" for r in after[:-1]))
+            self._replace(self._path(key, _LATEST), after[-1].to_json())
+            self._kept[key] = after
 
     def load_decisions(self) -> dict[str, DecisionRecord]:
         if not self.directory.is_dir():
             raise FileNotFoundError(f"no decisions directory at {self.directory}")
         out = {}
-        for path in sorted(self.directory.glob("*.json")):
-            try:
-                record = DecisionRecord.from_json(path.read_text(encoding="utf-8"))
-            except FileNotFoundError:  # replaced between glob and read: the next call sees the new one
-                continue
-            except (OSError, TypeError, ValueError) as exc:  # a newer schema, or not ours: skip, not fail
-                log.warning("decision_file_unreadable", path=str(path), error=str(exc))
-                continue
-            out[record.job_key] = record
+        for path in sorted(self.directory.glob(f"*{_LATEST}")):
+            record = self._read(path)
+            if record is not None:
+                out[record.job_key] = record
         return out
+
+    def load_history(self, job_key: str) -> list[DecisionRecord]:
+        """The job's kept decisions, oldest first; unreadable lines are skipped (and logged)."""
+        latest = self._read(self._path(job_key, _LATEST))
+        earlier: list[DecisionRecord] = []
+        with contextlib.suppress(FileNotFoundError):
+            path = self._path(job_key, _EARLIER)
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                record = self._parse(line, path, number)
+                if record is not None and (latest is None or record.ts_ms < latest.first_ms):
+                    earlier.append(record)
+        records = [*earlier, latest] if latest is not None else earlier
+        return records[-self.keep :]
+
+    def _path(self, job_key: str, suffix: str) -> Path:
+        return self.directory / f"{quote(job_key, safe='')}{suffix}"
+
+    def _read(self, path: Path) -> DecisionRecord | None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:  # none yet, or replaced between glob and read: the next call sees it
+            return None
+        except OSError as exc:
+            log.warning("decision_file_unreadable", path=str(path), error=str(exc))
+            return None
+        return self._parse(text, path)
+
+    @staticmethod
+    def _parse(text: str, path: Path, line: int | None = None) -> DecisionRecord | None:
+        try:
+            return DecisionRecord.from_json(text)
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:  # not ours, or newer: skip it
+            log.warning("decision_file_unreadable", path=str(path), line=line, error=str(exc))
+            return None
+
+    def _replace(self, target: Path, text: str) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, target)  # readers see the old file or the new one, never half of one
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
 
 def open_reader(

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from autoscaler.model import JobEvaluation, JobRef, VertexEvaluation
+from autoscaler.model import JobEvaluation, JobRef, VertexEvaluation, VertexId
 from autoscaler.reasons import Reason
 
 if TYPE_CHECKING:
     from autoscaler.health import Health
+    from autoscaler.state.model import ScalingVerification
 
 __all__ = ["MetricsReporter"]
 
@@ -124,6 +125,38 @@ class MetricsReporter:
             _JOB_LABELS,
             registry=r,
         )
+        self.metrics_unknown = Counter(
+            "flink_autoscaler_metrics_unknown",
+            "Decisions that ended MetricsUnknown: the rates of the vertices that matter were NaN or missing",
+            _JOB_LABELS,
+            registry=r,
+        )
+        self.option_fallbacks = Counter(
+            "flink_autoscaler_option_fallbacks",
+            "Evaluations that used a fallback for an option value that cannot be honoured (by option key)",
+            (*_JOB_LABELS, "option"),
+            registry=r,
+        )
+        self.stale_samples = Counter(
+            "flink_autoscaler_stale_samples",
+            "Samples that found Flink serving its last metric fetch again (no new fetch had landed): "
+            "kept at their first read's time, so they add no point to the metric window",
+            _JOB_LABELS,
+            registry=r,
+        )
+        self.verification_ratio = Gauge(
+            "flink_autoscaler_scaling_verification_ratio",
+            "Processing capacity measured over the first full metric window after the vertex's last "
+            "rescale, over the capacity that rescale expected (1 = as expected)",
+            _VERTEX_LABELS,
+            registry=r,
+        )
+        self.verifications = Counter(
+            "flink_autoscaler_scaling_verifications",
+            "Rescales verified over a full metric window, by result (as_expected, below_expected)",
+            (*_JOB_LABELS, "result"),
+            registry=r,
+        )
         self.rest_requests = Counter(
             "flink_autoscaler_rest_requests",
             "Flink REST requests by endpoint and HTTP status (or unreachable / bad_payload)",
@@ -169,6 +202,19 @@ class MetricsReporter:
             ("cluster",),
             registry=r,
         )
+        self.metric_fetch_interval = Gauge(
+            "flink_autoscaler_metric_fetch_interval_seconds",
+            "The cluster's metrics.fetcher.update-interval, from /jobmanager/config (else Flink's default)",
+            ("cluster",),
+            registry=r,
+        )
+        self.metric_fetch_warning = Gauge(
+            "flink_autoscaler_metric_fetch_interval_warning",
+            "1 while control_loop_interval is less than 2 x the cluster's metrics.fetcher.update-interval "
+            "(many ticks then read no new metric fetch), else 0",
+            ("cluster",),
+            registry=r,
+        )
         # Every metric with cluster and job labels, and its label names, for forget_jobs().
         self._per_job: tuple[tuple[Counter | Gauge, tuple[str, ...]], ...] = (
             *((gauge, _VERTEX_LABELS) for gauge, _ in self._vertex.values()),
@@ -178,6 +224,11 @@ class MetricsReporter:
             (self.plugin_outcomes, (*_JOB_LABELS, "plugin", "outcome")),
             (self.deferred, _JOB_LABELS),
             (self.forced, _JOB_LABELS),
+            (self.metrics_unknown, _JOB_LABELS),
+            (self.option_fallbacks, (*_JOB_LABELS, "option")),
+            (self.stale_samples, _JOB_LABELS),
+            (self.verification_ratio, _VERTEX_LABELS),
+            (self.verifications, (*_JOB_LABELS, "result")),
         )
         self._series: dict[str, set[tuple[str, ...]]] = {}  # job key -> its vertex label values
 
@@ -195,6 +246,16 @@ class MetricsReporter:
         for stale in self._series.get(job.key, set()) - seen:
             self._remove_vertex_series(stale)
         self._series[job.key] = seen
+
+    def report_verification(
+        self, job: JobRef, names: dict[VertexId, str], verification: ScalingVerification
+    ) -> None:
+        """A rescale's verification: each measured vertex's ratio, and the result counted once."""
+        for vid, v in verification.vertices.items():
+            if not math.isnan(v.ratio):
+                self.verification_ratio.labels(job.cluster, job.name, vid, names.get(vid, vid)).set(v.ratio)
+        result = "as_expected" if verification.as_expected else "below_expected"
+        self.verifications.labels(job.cluster, job.name, result).inc()
 
     def report_outcome(self, job: JobRef, outcome: Reason, scaled: bool) -> None:
         self.decisions.labels(job.cluster, job.name, str(outcome)).inc()
@@ -257,7 +318,7 @@ class MetricsReporter:
             self.rest_errors.labels(cluster, method, endpoint, error).inc()
 
     def _remove_vertex_series(self, labels: tuple[str, ...]) -> None:
-        for gauge, _ in self._vertex.values():
+        for gauge in (*(g for g, _ in self._vertex.values()), self.verification_ratio):
             with contextlib.suppress(KeyError):
                 gauge.remove(*labels)
 

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
@@ -19,12 +19,14 @@ from autoscaler.settings import AutoscalerOptions
 __all__ = [
     "HEAP_USAGE_RATIO",
     "NAN",
+    "AlignmentBounds",
     "Edge",
     "JobEvaluation",
     "JobRef",
     "JobSample",
     "JobTarget",
     "JobTopology",
+    "ScaleUpGain",
     "TaskManagerSample",
     "Unavailable",
     "VertexEvaluation",
@@ -200,6 +202,11 @@ class JobSample:
     # TaskManager metrics (aggregated over TaskManagers) and external ones. NaN = declared, not measured.
     custom_vertex_metrics: Mapping[VertexId, Mapping[str, float]] = field(default_factory=dict)
     custom_job_metrics: Mapping[str, float] = field(default_factory=dict)
+    # Ticks in a row (this one included) that found Flink serving the same metric fetch again: 0 for a
+    # new reading. A stale sample keeps the ts_ms it was first read at, its fetch time as far as the
+    # daemon can tell, so the window, which holds it already, adds no point and no rate span is
+    # stretched by a tick without records (autoscaler/collect/freshness.py).
+    stale_ticks: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vertices", frozen_map(self.vertices))
@@ -245,6 +252,24 @@ class Unavailable:
         return self.target.job
 
 
+class ScaleUpGain(NamedTuple):
+    """What a vertex's last scale-up promised and delivered: the processing-rate increase (records/s)
+    expected at decision time and the one measured now. The IneffectiveScaling event carries both, as
+    the reference's does, so an operator sees by how much the scale-up fell short."""
+
+    expected: float
+    actual: float
+
+
+class AlignmentBounds(NamedTuple):
+    """What the legacy alignment aligned a vertex to when it could not keep its target: the
+    ScalingLimited event carries them, as the reference's does, so the operator sees why."""
+
+    key_groups_or_partitions: int  # N: source partitions, else the key groups (max parallelism)
+    upper_bound: int  # min(max parallelism, the vertex's parallelism upper limit)
+    lower_limit: int  # the vertex's parallelism lower limit
+
+
 @dataclass(frozen=True, slots=True)
 class VertexEvaluation:
     """Evaluated metrics and the recommended parallelism for one vertex (NaN = unknown)."""
@@ -271,6 +296,8 @@ class VertexEvaluation:
     # The target the deprecated legacy alignment mode could not keep (it moved or blocked it): the
     # reference warns with a ScalingLimited event. None otherwise.
     limited_from: int | None = None
+    limited_by: AlignmentBounds | None = None  # with limited_from: what the alignment worked with
+    scale_up_gain: ScaleUpGain | None = None  # with ineffective_scale_up: expected vs actual increase
 
     @property
     def unknown(self) -> bool:
@@ -295,6 +322,7 @@ class JobEvaluation:
     custom_metrics: Mapping[str, Mapping[str, tuple[float, float]]] = field(default_factory=dict)
     not_ready_detail: str = ""  # why, in words, when not_ready needs more than its reason (PluginFailed)
     evaluator_failures: tuple[str, ...] = ()  # custom evaluators that raised; their overrides were ignored
+    load_change_ms: int | None = None  # the offered load changed here: the window restarted (window.py)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vertices", frozen_map(self.vertices))

@@ -25,8 +25,14 @@ class Reason(StrEnum):
 
     # Ours.
     SCALING_CONFIRMED = "ScalingConfirmed"
+    # A confirmed rescale measured over its first full metric window: did it deliver the capacity its
+    # decision expected? (Normal when it did, Warning when well below.) An event only, never an outcome.
+    SCALING_VERIFIED = "ScalingVerified"
     RESCALE_STUCK = "RescaleStuck"
     IN_BAND = "InBand"
+    # The window is full but the rates of the vertices that matter are NaN or missing (decide.py says
+    # which): nothing is known, so nothing is judged in band and nothing is scaled.
+    METRICS_UNKNOWN = "MetricsUnknown"
     ADVISOR_MODE = "AdvisorMode"
     SCALE_DOWN_DELAYED = "ScaleDownDelayed"
     COOLDOWN_DEFERRED = "CooldownDeferred"
@@ -37,6 +43,9 @@ class Reason(StrEnum):
     STABILIZING = "Stabilizing"
     WINDOW_NOT_FULL = "WindowNotFull"
     PARTIAL_METRICS = "PartialMetrics"
+    # Flink's lazy metric fetcher served its last fetch again: as an event, a sample that added no point
+    # to the window; as an outcome, one served for longer than the fetcher should take (not evaluated).
+    STALE_METRICS = "StaleMetrics"
     CLUSTER_UNREACHABLE = "ClusterUnreachable"
     STATE_STORE_ERROR = "StateStoreError"
     PLUGIN_FAILED = "PluginFailed"

@@ -6,12 +6,14 @@ operator sees is in one place and a stage reads as its decision. A tick's events
 states are held until the end of the tick: :meth:`TickRecord.publish` runs after the state layer has
 committed them, so whoever sees an event (a ``Scaling``, say) can count on the state behind it (the
 pending rescale, the history) being stored. A crash in between loses the tick's events, not its state.
+The texts built from plain values alone (the ScalingReport, ScalingVerified) are in ``record_texts``;
+the rest stay beside the counters they go with.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,16 +23,18 @@ import structlog
 
 from autoscaler.decide import Decision
 from autoscaler.durations import to_ms
+from autoscaler.evaluate.javamath import java_double_text
 from autoscaler.events import Event, EventSink, EventType
 from autoscaler.flink.errors import FlinkError
 from autoscaler.metrics import MetricsReporter
-from autoscaler.model import JobEvaluation, JobRef, Unavailable
+from autoscaler.model import JobEvaluation, JobRef, JobSample, Unavailable
 from autoscaler.outcome import JobOutcome
 from autoscaler.plugins.chain import ChainResult
 from autoscaler.realize import Confirmation, RealizeResult
 from autoscaler.reasons import Reason
+from autoscaler.record_texts import changes_key, report_text, verification_text
 from autoscaler.settings import AutoscalerOptions
-from autoscaler.state import JobState, PendingRescale
+from autoscaler.state import JobState, PendingRescale, ScalingRecord
 
 __all__ = ["TickRecord", "changes_key", "report_text"]
 
@@ -115,10 +119,21 @@ class TickRecord:
         )
         self.metrics.report_error(job.cluster, Reason.OPTIONS_VALIDATION)
 
+    def stale_sample(self, sample: JobSample) -> None:
+        """Flink served the job's last metric fetch again (routine with a loop as fast as its fetcher):
+        counted, and told at most once per ``scaling.event.interval``; the sample added no window point."""
+        job, age_s, options = sample.job, (self.now_ms - sample.ts_ms) / 1000, sample.target.options
+        self.metrics.stale_samples.labels(job.cluster, job.name).inc()
+        text = f"Flink answered with the metrics it had fetched {age_s:g} s before: no new window point"
+        self.job_event(job.key, options, Reason.STALE_METRICS, EventType.NORMAL, text, key="stale")
+
     def unavailable(self, unavailable: Unavailable) -> JobOutcome:
         job = unavailable.job
         if unavailable.reason is not Reason.NOT_RUNNING:
             self.metrics.report_error(job.cluster, unavailable.reason)
+        if unavailable.reason is Reason.STALE_METRICS:  # lasts until the fetcher delivers: say so
+            text, options = unavailable.detail, unavailable.target.options
+            self.job_event(job.key, options, Reason.STALE_METRICS, EventType.WARNING, text, key="expired")
         log.info(
             "job_unavailable",
             cluster=job.cluster,
@@ -141,6 +156,18 @@ class TickRecord:
         text = f"rescale to {dict(pending.target)} not running after {timeout}"
         self.event(job.key, Reason.RESCALE_STUCK, EventType.WARNING, text)
 
+    def verified(self, evaluation: JobEvaluation, record: ScalingRecord) -> None:
+        """A rescale's verification (made once, so never deduplicated): a Normal event when it delivered
+        the expected capacity, a Warning with the numbers when not; the ratio gauges and a counter."""
+        verification = record.verification
+        assert verification is not None
+        job, names = evaluation.job, {v.id: v.name for v in evaluation.sample.topology}
+        self.metrics.report_verification(job, names, verification)
+        kind = EventType.NORMAL if verification.as_expected else EventType.WARNING
+        text = verification_text(record, names)
+        self.event(job.key, Reason.SCALING_VERIFIED, kind, text, key=f"verified:{record.ts_ms}")
+        (log.info if verification.as_expected else log.warning)("scaling_verified", detail=text)
+
     # ------------------------------------------------------------------ evaluation
     def not_evaluated(self, job: JobRef, options: AutoscalerOptions, detail: str) -> JobOutcome:
         self.job_event(
@@ -153,26 +180,29 @@ class TickRecord:
         return self.done(JobOutcome(job, self.now_ms, Reason.AUTOSCALER_ERROR, detail))
 
     def evaluated(self, evaluation: JobEvaluation) -> None:
-        """The evaluation's metrics, and its warnings: ineffective scale-ups, limited alignment and
-        custom evaluators that failed."""
+        """The evaluation's metrics, and its warnings: ineffective scale-ups, limited alignment, an
+        alignment mode that fell back to BALANCED and custom evaluators that failed."""
         self.metrics.report_evaluation(evaluation)
         self._ineffective(evaluation)
         self._limited(evaluation)
+        self._alignment_fallback(evaluation)
         self._evaluator_failures(evaluation)
 
     def _ineffective(self, evaluation: JobEvaluation) -> None:
-        """The reference always reports an ineffective scale-up; blocking it is a separate option."""
+        """The reference always reports an ineffective scale-up; blocking it is a separate option.
+
+        Text and deduplication key are the reference's (``JobVertexScaler#detectIneffectiveScaleUp``):
+        the increases are Java doubles, and the key holds the expected increase, so a later scale-up
+        that promised something else is reported again within the interval.
+        """
         options = evaluation.sample.target.options
-        names = {v.id: v.name for v in evaluation.sample.topology}
+        blocking = "enabled" if options.scaling_effectiveness_detection_enabled else "disabled"
         for vid in evaluation.ineffective_scale_ups:
-            v = evaluation.vertices[vid]
-            blocked = (
-                " (further scale-ups blocked)" if options.scaling_effectiveness_detection_enabled else ""
-            )
+            gain = evaluation.vertices[vid].scale_up_gain or (math.nan, math.nan)
+            expected, actual = java_double_text(gain[0]), java_double_text(gain[1])
             text = (
-                f"Ineffective scaling detected for {names.get(vid, vid)} ({vid}): processing rate "
-                f"{v.true_processing_rate:.2f} after the last scale-up did not reach "
-                f"scaling.effectiveness.threshold {options.scaling_effectiveness_threshold}{blocked}"
+                f"Ineffective scaling detected for {vid} (expected increase: {expected}, actual increase "
+                f"{actual}). Blocking of ineffective scaling decisions is {blocking}"
             )
             self.job_event(
                 evaluation.job.key,
@@ -180,21 +210,25 @@ class TickRecord:
                 Reason.INEFFECTIVE_SCALING,
                 EventType.NORMAL,
                 text,
-                key=f"IneffectiveScaling:{vid}",
+                key=f"ineffective{vid}{expected}",
             )
 
     def _limited(self, evaluation: JobEvaluation) -> None:
-        """The deprecated legacy alignment moved or blocked a vertex's target: warn, as the reference."""
+        """The deprecated legacy alignment moved or blocked a vertex's target: warn, as the reference.
+
+        The reference's text (``ParallelismAligner#SCALE_LIMITED_MESSAGE_FORMAT``) verbatim, its
+        full-width comma included, so what parses the reference's events parses these.
+        """
         options = evaluation.sample.target.options
-        names = {v.id: v.name for v in evaluation.sample.topology}
         for vid, v in evaluation.vertices.items():
             if v.limited_from is None:
                 continue
+            units, upper, lower = v.limited_by if v.limited_by else ("?", "?", "?")
             text = (
-                f"Scaling limited detected for {names.get(vid, vid)} ({vid}) (expected parallelism: "
-                f"{v.limited_from}, actual parallelism {v.target_parallelism}): "
-                f"scaling.key-group.partitions.adjust.mode={options.key_group_partitions_adjust_mode} "
-                "found no aligned parallelism in the scaling direction"
+                f"Scaling limited detected for {vid} (expected parallelism: {v.limited_from}, actual "
+                f"parallelism {v.target_parallelism}). Scaling limited due to numKeyGroupsOrPartitions : "
+                f"{units}\uff0cupperBoundForAlignment(maxParallelism or parallelismUpperLimit): {upper}, "
+                f"parallelismLowerLimit: {lower}."
             )
             self.job_event(
                 evaluation.job.key,
@@ -204,6 +238,19 @@ class TickRecord:
                 text,
                 key=f"ScalingLimited{vid}",
             )
+
+    def _alignment_fallback(self, evaluation: JobEvaluation) -> None:
+        """``scaling.parallelism-alignment.mode`` names no built-in mode: the job is aligned BALANCED, as
+        the reference does; the operator hears of it by a log line, a deduplicated warning event and a
+        counter, instead of the job's configuration being rejected."""
+        options = evaluation.sample.target.options
+        text = options.alignment_mode_fallback
+        if text is None:
+            return
+        job, key = evaluation.job, options.canonical_key("parallelism_alignment_mode")
+        log.warning("alignment_mode_fallback", cluster=job.cluster, job=job.name, detail=text)
+        self.metrics.option_fallbacks.labels(job.cluster, job.name, key).inc()
+        self.job_event(job.key, options, Reason.OPTIONS_VALIDATION, EventType.WARNING, text, key=key)
 
     def _evaluator_failures(self, evaluation: JobEvaluation) -> None:
         """A custom evaluator that raised (built-in values kept) or is missing (job not scaled)."""
@@ -233,6 +280,11 @@ class TickRecord:
         if decision.forced:
             self.metrics.forced.labels(job.cluster, job.name).inc()
             self.event(job.key, Reason.SCALING_FORCED, EventType.NORMAL, detail)
+        if decision.outcome is Reason.METRICS_UNKNOWN:
+            # Not in band: nothing could be judged. A warning, since it lasts until Flink reports again.
+            log.warning("metrics_unknown", cluster=job.cluster, job=job.name, detail=detail)
+            self.metrics.metrics_unknown.labels(job.cluster, job.name).inc()
+            self.job_event(job.key, options, Reason.METRICS_UNKNOWN, EventType.WARNING, detail)
         if decision.outcome in (Reason.MEMORY_PRESSURE, Reason.RESOURCE_QUOTA_REACHED):
             kind = EventType.NORMAL if decision.outcome is Reason.MEMORY_PRESSURE else EventType.WARNING
             self.job_event(job.key, options, decision.outcome, kind, detail)
@@ -308,33 +360,6 @@ class TickRecord:
             _truncate(str(exc)),
         )
         return self.done(JobOutcome(job, self.now_ms, Reason.AUTOSCALER_ERROR, str(exc)))
-
-
-def report_text(decision: Decision, *, enabled: bool) -> str:
-    """The reference's ScalingReport text: one ``{ Vertex ID … }`` block per changed vertex."""
-    header = (
-        "Scaling execution enabled, begin scaling vertices:"
-        if enabled
-        else "Scaling execution disabled by config, recommended parallelism changes:"
-    )
-    ev = decision.evaluation
-    lines = []
-    for vid, c in decision.changes.items():
-        v = ev.vertices.get(vid) if ev else None
-        tpr = v.true_processing_rate if v else float("nan")
-        exp = v.expected_processing_rate if v else float("nan")
-        tdr = v.target_data_rate if v else float("nan")
-        lines.append(
-            f"{{ Vertex ID {vid} | Parallelism {c.current} -> {c.target} | "
-            f"Processing capacity {tpr:.2f} -> {exp:.2f} | Target data rate {tdr:.2f}}}"
-        )
-    return header + "".join(lines)
-
-
-def changes_key(decision: Decision) -> str:
-    """A short, stable digest of a decision's changes: the same recommendation dedups to one event."""
-    text = ";".join(f"{vid}:{c.current}->{c.target}" for vid, c in sorted(decision.changes.items()))
-    return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
 def _emit(sink: EventSink, events: Sequence[tuple[Event, int]]) -> None:

@@ -15,12 +15,14 @@ import httpx
 
 from autoscaler.flink.models import ParallelismBounds
 from autoscaler.model import (
+    AlignmentBounds,
     Edge,
     JobEvaluation,
     JobRef,
     JobSample,
     JobTarget,
     JobTopology,
+    ScaleUpGain,
     VertexEvaluation,
     VertexInfo,
     VertexSample,
@@ -150,6 +152,13 @@ class StubEvaluator:
 
     Vertices named in ``targets`` are outside their band and recommended that parallelism; the rest
     are in band. ``fail=True`` makes every evaluation raise, as a broken Spark session would.
+    ``ineffective`` names vertices whose last scale-up was ineffective (a mapping gives each one's
+    (expected, actual) increase); ``limited`` maps a vertex name to the target a legacy alignment could
+    not keep, with the bounds the job's options and topology give. Vertices named in ``unknown`` have
+    NaN rates, as when Flink reports nothing usable for them. ``tpr`` gives a vertex's true processing
+    rate as a function of its parallelism (1000 rec/s whatever the parallelism otherwise), so a rescale
+    can deliver what it promised or not; ``not_ready`` (settable between ticks) makes every evaluation
+    not ready with that reason, as a window that is stabilizing or not full yet.
     """
 
     def __init__(
@@ -157,11 +166,22 @@ class StubEvaluator:
         targets: Mapping[str, int] | None = None,
         *,
         fail: bool = False,
-        ineffective: Sequence[str] = (),
+        ineffective: Sequence[str] | Mapping[str, tuple[float, float]] = (),
         limited: Mapping[str, int] | None = None,
+        unknown: Sequence[str] = (),
+        tpr: Mapping[str, Callable[[int], float]] | None = None,
+        not_ready: Reason | None = None,
     ) -> None:
         self.targets = dict(targets or {})
-        self.ineffective = set(ineffective)  # vertex names flagged as an ineffective last scale-up
+        self.tpr = dict(tpr or {})  # vertex name -> its TPR at a parallelism
+        self.not_ready = not_ready
+        self.unknown = set(unknown)  # vertex names whose true processing and target data rates are NaN
+        # vertex names flagged as an ineffective last scale-up -> (expected, actual) increase
+        self.ineffective = (
+            {name: ScaleUpGain(*gain) for name, gain in ineffective.items()}
+            if isinstance(ineffective, Mapping)
+            else {name: ScaleUpGain(math.nan, math.nan) for name in ineffective}
+        )
         self.limited = dict(limited or {})  # vertex name -> the target a legacy alignment could not keep
         self.fail = fail
         self.calls: list[list[str]] = []
@@ -202,17 +222,39 @@ class StubEvaluator:
                         target,
                         outside_band=info.name in self.targets,
                         max_parallelism=info.max_parallelism,
+                        tpr=math.nan if info.name in self.unknown else self._tpr(info),
+                        tdr=math.nan if info.name in self.unknown else 1000.0,
                     ),
                     ineffective_scale_up=info.name in self.ineffective,
+                    scale_up_gain=self.ineffective.get(info.name),
                     limited_from=self.limited.get(info.name),
+                    limited_by=self._bounds(s, info) if info.name in self.limited else None,
                 )
+            ready = self.not_ready is None
             out[s.job.key] = JobEvaluation(
-                s, vertices, processing_backlog=False, window_samples=10, window_full=True
+                s,
+                vertices,
+                processing_backlog=False,
+                window_samples=10,
+                window_full=ready,
+                not_ready=self.not_ready,
             )
         return out
 
+    def _tpr(self, info: VertexInfo) -> float:
+        rate = self.tpr.get(info.name)
+        return 1000.0 if rate is None else rate(info.parallelism)
+
     def forget(self, job_keys: Sequence[str]) -> None:
         self.forgotten.extend(job_keys)
+
+    @staticmethod
+    def _bounds(sample: JobSample, info: VertexInfo) -> AlignmentBounds:
+        """What the scaler's legacy alignment would state for this vertex (``scale_by_factor``)."""
+        options, p, max_p = sample.target.options, info.parallelism, info.max_parallelism
+        units = sample.num_source_partitions.get(info.id) or max_p
+        upper = min(max_p, max(p, options.vertex_max_parallelism))
+        return AlignmentBounds(units, upper, min(p, options.vertex_min_parallelism))
 
 
 class FaultyTransport(httpx.AsyncBaseTransport):

@@ -61,6 +61,8 @@ CHECKED_RANGES: dict[str, str] = {
 }
 # Allowed values of string options checked by a validator (not an Enum).
 CHECKED_VALUES: dict[str, str] = {
+    "parallelism_alignment_mode": "`BALANCED`, `EVENLY_SPREAD`, `OFF`; "
+    "any other name: `BALANCED` and a warning",
     "key_group_partitions_adjust_mode": "`EVENLY_SPREAD`, `MAXIMIZE_UTILISATION`",
     "excluded_periods": "list (`;`-separated) of Quartz cron / `HH:mm:ss-HH:mm:ss` / both joined by `&&`",
     "custom_executors": "list (`;`-separated) of instance names, each with a `.class`",
@@ -74,7 +76,8 @@ DEFAULT_NOTES: dict[str, str] = {
 # Reference keys with no field here: accepted (a job's config may hold them) and ignored.
 IGNORED_REFERENCE_KEYS: dict[str, str] = {
     "scaling.parallelism-alignment.mode.<name>.class": "custom alignment modes are Java classes; "
-    "`scaling.parallelism-alignment.mode` takes BALANCED, EVENLY_SPREAD or OFF",
+    "`scaling.parallelism-alignment.mode` naming one aligns BALANCED and warns, as the reference does "
+    "when it cannot find the class",
     "scaling.parallelism-alignment.mode.<name>.<param>": "as above",
 }
 
@@ -354,6 +357,11 @@ have no effect, as in the reference's standalone autoscaler.
 GATES: list[tuple[str, str]] = [
     ("a previous rescale is not running yet", "`RescaleInFlight`"),
     ("the job is stabilizing or the metric window is not full", "`Stabilizing`, `WindowNotFull`"),
+    (
+        "the rates of the vertices that matter are NaN or missing: a source's target data rate, or every"
+        " vertex outside `vertex.exclude.ids`",
+        "`MetricsUnknown`",
+    ),
     (
         "GC pressure or heap usage above `memory.gc-pressure.threshold` / `memory.heap-usage.threshold`"
         " (NaN never blocks)",

@@ -5,6 +5,8 @@ because it is one conversation with Flink's lazy metric store, in modules by wha
 
 - ``job``: ``collect()``, one job's sample, including the warm-up retry of a job's first collection;
 - ``fetch``: ``/jobs/:id``, and the wait for the metric fetch the tick started to land;
+- ``freshness``: whether a tick read a new fetch or the last one again (stale), and the warning when
+  the loop is too fast for the cluster's fetch interval;
 - ``names``: the metric-name cache (only listed names are ever queried);
 - ``vertices``: one vertex's query, its answer as a ``VertexSample``, the rate arithmetic;
 - ``custom``: the custom metrics the job's metric providers declared (NaN when unreadable);
@@ -13,16 +15,28 @@ because it is one conversation with Flink's lazy metric store, in modules by wha
 
 from __future__ import annotations
 
+from autoscaler.collect.freshness import (
+    FLINK_DEFAULT_FETCH_INTERVAL_MS,
+    FetchBook,
+    FetchCheck,
+    FetchTiming,
+    fetch_interval_warning,
+)
 from autoscaler.collect.job import WARM_UP_PAUSE_S, collect
 from autoscaler.collect.names import MetricNameCache
 from autoscaler.collect.taskmanagers import collect_taskmanagers
 from autoscaler.collect.vertices import VERTEX_AGGREGATES, observed_true_processing_rate
 
 __all__ = [
+    "FLINK_DEFAULT_FETCH_INTERVAL_MS",
     "VERTEX_AGGREGATES",
     "WARM_UP_PAUSE_S",
+    "FetchBook",
+    "FetchCheck",
+    "FetchTiming",
     "MetricNameCache",
     "collect",
     "collect_taskmanagers",
+    "fetch_interval_warning",
     "observed_true_processing_rate",
 ]

@@ -8,9 +8,9 @@ until its counters move. A job that is gone or not (fully) running is :class:`No
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from autoscaler.collect.vertices import FINISHED
 from autoscaler.flink.client import FlinkClient
@@ -21,8 +21,10 @@ __all__ = [
     "FETCH_POLL_S",
     "FetchWait",
     "NotRunning",
+    "Reading",
     "Sleep",
     "after_the_fetch",
+    "io_reading",
     "read_job_details",
     "require_running",
 ]
@@ -45,12 +47,12 @@ async def after_the_fetch(client: FlinkClient, details: JobDetails, wait: FetchW
     was off by up to 25 %. So ``/jobs/:id`` is read again, every ``FETCH_POLL_S`` for up to
     ``wait.seconds``, until its counters move; then the caller reads the vertices once more, after the
     fetch. Fetches are at least ``metrics.fetcher.update-interval`` apart, so no other one lands in
-    between. Counters that never move (an idle job, or a tick that started no fetch) keep the first
-    reading.
+    between. Counters that never move (no fetch was due, or it has not landed yet) keep the first
+    reading; whether that one is new or the last tick's again, :mod:`autoscaler.collect.freshness` says.
     """
     waited = 0.0
     after = await read_job_details(client, details.jid)
-    while _counters(after) == _counters(details):
+    while io_reading(after) == io_reading(details):
         if waited >= wait.seconds:
             return None
         await wait.sleep(FETCH_POLL_S)
@@ -66,8 +68,20 @@ class FetchWait:
     sleep: Sleep
 
 
-def _counters(details: JobDetails) -> list[dict[str, Any]]:
-    return [v.metrics for v in details.vertices]
+# Every IO counter of every vertex of a /jobs/:id answer, hashable; NaN spelled out (NaN != NaN).
+Reading = tuple[tuple[str, tuple[tuple[str, object], ...]], ...]
+
+
+def io_reading(details: JobDetails) -> Reading:
+    """What one metric fetch shows in ``/jobs/:id``: each vertex's counters, comparable with ``==``."""
+    return tuple(
+        (v.id, tuple((key, _comparable(v.metrics[key])) for key in sorted(v.metrics)))
+        for v in details.vertices
+    )
+
+
+def _comparable(value: object) -> object:
+    return "NaN" if isinstance(value, float) and math.isnan(value) else value
 
 
 async def read_job_details(client: FlinkClient, job_id: str) -> JobDetails:

@@ -1,7 +1,8 @@
 """The collect stage for one job: ``collect()``, which puts the other modules of the package together.
 
 It reads ``/jobs/:id``, lists and reads every live vertex (standard and custom metrics at once), waits for
-the tick's metric fetch and reads the vertices again after it. Flink's metric fetcher is lazy, so the
+the tick's metric fetch and reads the vertices again after it, then asks the cluster's fetch book
+whether the reading is new or the last fetch again (``freshness``). Flink's metric fetcher is lazy, so the
 very first queries of a job can come back ``[]``: on a job's first collection, when a vertex's answer is
 empty or lacks a required name, the job is therefore collected once more after a short pause (the
 warm-up) before the tick is given up as ``PARTIAL_METRICS``.
@@ -24,6 +25,7 @@ from autoscaler.collect.fetch import (
     read_job_details,
     require_running,
 )
+from autoscaler.collect.freshness import FetchCheck, StaleMetrics
 from autoscaler.collect.names import MetricNameCache, listed_vertex_names
 from autoscaler.collect.vertices import FINISHED, MissingMetrics, finished_sample, read_vertices
 from autoscaler.flink.client import FlinkClient
@@ -51,12 +53,18 @@ async def collect(
     external_budget_s: float = EXTERNAL_METRICS_BUDGET_S,
     warm_up_pause_s: float = WARM_UP_PAUSE_S,
     fetch_wait_s: float = 0.0,
+    fetches: FetchCheck | None = None,
     sleep: Sleep = asyncio.sleep,
 ) -> JobSample | Unavailable:
     """Never raises: every failure becomes an Unavailable with a reason and a readable detail.
 
     ``fetch_wait_s`` is how long to wait for the metric fetch the tick started (see ``after_the_fetch``);
     0 reads ``/jobs/:id`` once more and no longer waits.
+
+    ``fetches`` (the cluster's :class:`~autoscaler.collect.freshness.FetchBook` and timing) tells a new
+    reading from the last fetch served again: a stale sample keeps the time it was first read at and
+    says for how many ticks (``JobSample.stale_ticks``); one served for too long is ``StaleMetrics``.
+    Without it every reading counts as new.
 
     ``sleep(warm_up_pause_s)`` is awaited at most once, on a job's first collection, before collecting
     it once more because an answer was incomplete (tests pass 0 or a recording sleep).
@@ -80,12 +88,16 @@ async def collect(
             providers,
             lambda: sleep(warm_up_pause_s),
             FetchWait(fetch_wait_s, sleep),
+            fetches,
         )
         if job_level is not None:
             sample = replace(sample, custom_job_metrics=await settled(job_level, target))
         return _with_heap_usage(sample)
     except NotRunning as err:
         return Unavailable(target, Reason.NOT_RUNNING, str(err))
+    except StaleMetrics as err:
+        log.warning("metrics_stale", job=target.job.key, detail=str(err))
+        return Unavailable(target, Reason.STALE_METRICS, str(err))
     except MissingMetrics as err:
         log.info("metrics_partial", job=target.job.key, detail=str(err))
         return Unavailable(target, Reason.PARTIAL_METRICS, str(err))
@@ -119,6 +131,7 @@ async def _collect(
     providers: Sequence[ConfiguredProvider],
     pause: Callable[[], Awaitable[object]],
     wait: FetchWait,
+    fetches: FetchCheck | None,
 ) -> JobSample:
     """One attempt; on a job's first collection a second one after the pause if metrics were missing.
 
@@ -127,14 +140,14 @@ async def _collect(
     """
     job = target.job
     try:
-        return await _collect_once(client, target, now_ms, cache, taskmanagers, providers, wait)
+        return await _collect_once(client, target, now_ms, cache, taskmanagers, providers, wait, fetches)
     except MissingMetrics as err:
         if cache.is_warm(job.key, job.job_id):
             raise
         # The lazy fetcher answered from an empty or older fetch; our queries triggered a new one.
         log.info("metrics_warm_up", job=job.key, detail=str(err))
     await pause()
-    return await _collect_once(client, target, now_ms, cache, taskmanagers, providers, wait)
+    return await _collect_once(client, target, now_ms, cache, taskmanagers, providers, wait, fetches)
 
 
 async def _collect_once(
@@ -145,6 +158,7 @@ async def _collect_once(
     taskmanagers: TaskManagerSample,
     providers: Sequence[ConfiguredProvider],
     wait: FetchWait,
+    fetches: FetchCheck | None,
 ) -> JobSample:
     job = target.job
     details = await read_job_details(client, job.job_id)
@@ -166,6 +180,12 @@ async def _collect_once(
         _raise_missing(missing, live, cache, job.key)
         details = fetched
     cache.mark_warm(job.key, job.job_id)
+    fresh = fetches.judge(job.key, details, now_ms) if fetches is not None else None
+    if fresh is not None and fresh.expired is not None:
+        raise StaleMetrics(fresh.expired)
+    if fresh is not None and fresh.stale_ticks:
+        age_s = (now_ms - fresh.ts_ms) / 1000
+        log.info("metrics_stale_sample", job=job.key, age_s=age_s, ticks=fresh.stale_ticks)
     # A finished vertex has no running subtasks to report; like the reference, it counts as idle.
     vertices = {v.id: finished_sample(details, v.id) for v in topology if v.status == FINISHED}
     for vid, (query, answer) in read.items():
@@ -175,13 +195,14 @@ async def _collect_once(
     }
     return JobSample(
         target=target,
-        ts_ms=now_ms,
+        ts_ms=fresh.ts_ms if fresh is not None else now_ms,
         running_since_ms=details.running_since_ms,
         topology=topology,
         vertices={vid: vertices[vid] for vid in topology.vertices},
         taskmanagers=taskmanagers,
         num_source_partitions=partitions,
         custom_vertex_metrics=custom_values,
+        stale_ticks=fresh.stale_ticks if fresh is not None else 0,
     )
 
 

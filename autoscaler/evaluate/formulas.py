@@ -40,7 +40,7 @@ from autoscaler.evaluate.custom import (
 )
 from autoscaler.evaluate.history import (
     VertexScaling,
-    is_ineffective_scale_up,
+    ineffective_scale_up,
     scalability_coefficient,
     vertex_history,
 )
@@ -243,11 +243,16 @@ def _builtin_metrics(
     """
     topology = sample.topology
     info = topology.vertices[vid]
+    # Ours: a busy-time TPR from two counters over the window is exact, while the observed TPR divides
+    # Flink's 60 s meter by its 60 s back-pressure gauge, which disagree for a minute after every load
+    # change (a back-pressured source then reads a small fraction of its capacity). So with counter
+    # rates the observed TPR only stands in for an unknown or infinite busy-time TPR.
+    switch = math.inf if rates.from_counters else options.observed_tpr_switch_threshold
     tpr = true_processing_rate(
         rates.busy_ms_per_s,
         rates.input_rate,
         agg.observed_tpr_avg(options.observed_tpr_min_observations),
-        options.observed_tpr_switch_threshold,
+        switch,
     )
     if options.busy_time_only_enabled:
         tdr, catch_up = rates.input_rate, 0.0
@@ -326,16 +331,17 @@ def _recommend(
         )
     current = metrics.parallelism
     unknown = math.isnan(tpr) or math.isnan(tdr)
-    ineffective = (
-        not unknown
-        and rec.parallelism > current
-        and is_ineffective_scale_up(
+    gain = (
+        ineffective_scale_up(
             past[-1] if past else None,
             parallelism=current,
             true_processing_rate=tpr,
             threshold=options.scaling_effectiveness_threshold,
         )
+        if not unknown and rec.parallelism > current
+        else None
     )
+    ineffective = gain is not None
     blocked = ineffective and options.scaling_effectiveness_detection_enabled
     return VertexEvaluation(
         vertex=vid,
@@ -355,4 +361,6 @@ def _recommend(
         rates_from_counters=from_counters,
         scalability_coefficient=alpha,
         limited_from=None if unknown else rec.limited_from,
+        limited_by=None if unknown else rec.limited_by,
+        scale_up_gain=gain,
     )

@@ -1,8 +1,10 @@
-"""What past scalings teach the evaluator: restart time, ineffective scale-ups, observed scalability.
+"""What past scalings teach: restart time, ineffective scale-ups, observed scalability, verification.
 
 Pure functions over ``ScalingRecord`` sequences (oldest first), reference §1.8-§1.10. The daemon keeps
 the records in ``JobState.history``; the evaluator only reads them, so the rules stay testable with
-plain values and never depend on how or where the history is stored.
+plain values and never depend on how or where the history is stored. Ours: :func:`verify_scaling`
+measures, once per rescale, what it delivered against the capacity the record promised (the decide
+stage calls it, the record stage reports it).
 """
 
 from __future__ import annotations
@@ -13,23 +15,33 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from decimal import ROUND_CEILING, Decimal
 
-from autoscaler.model import JobEvaluation, VertexId
+from autoscaler.evaluate.scaler import expected_processing_rate
+from autoscaler.model import JobEvaluation, ScaleUpGain, VertexId
 from autoscaler.settings import AutoscalerOptions
-from autoscaler.state import ScalingRecord
+from autoscaler.state import ScalingRecord, ScalingVerification, VertexVerification
 
 __all__ = [
+    "VERIFICATION_THRESHOLD",
     "VertexScaling",
+    "ineffective_scale_up",
     "is_ineffective_scale_up",
     "last_scaling",
     "record_metrics",
     "restart_time_s",
     "scalability_coefficient",
     "trim_history",
+    "verify_last_scaling",
+    "verify_scaling",
     "vertex_history",
 ]
 
 _MS_PER_S = 1000
 _SECOND = timedelta(seconds=1)
+# A rescaled vertex delivered what was expected when its measured capacity reaches this share of the
+# expected one. A rate averaged over a full window is steady to a few %, so a shortfall beyond 10 % is
+# the linear model's (TPR / p * p') error, not noise: the vertex scales sub-linearly and the job may
+# leave its utilization band again, which the operator should hear of before the next restart.
+VERIFICATION_THRESHOLD = 0.9
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,11 +110,16 @@ def trim_history(
         if vertices == set(record.changes):
             out.append(record)
             continue
+        verification = record.verification
+        if verification is not None:
+            kept_vertices = {v: x for v, x in verification.vertices.items() if v in vertices}
+            verification = replace(verification, vertices=kept_vertices)
         out.append(
             replace(
                 record,
                 changes={v: c for v, c in record.changes.items() if v in vertices},
                 metrics={v: m for v, m in record.metrics.items() if v in vertices},
+                verification=verification,
             )
         )
     return tuple(out)
@@ -126,23 +143,36 @@ def last_scaling(history: Sequence[ScalingRecord], vertex: VertexId) -> VertexSc
     return entries[-1] if entries else None
 
 
-def is_ineffective_scale_up(
+def ineffective_scale_up(
     last: VertexScaling | None, *, parallelism: int, true_processing_rate: float, threshold: float
-) -> bool:
+) -> ScaleUpGain | None:
     """Reference §1.8 detectIneffectiveScaleUp: did the last scale-up deliver what it promised?
 
     Judged only when the vertex's last scaling was a scale-up to its current parallelism: the gain
     realised (TPR now - TPR then) over the gain expected (expected rate then - TPR then) below
-    ``threshold`` is ineffective. Unlike the reference, a rate that is unknown or infinite, or an
-    expected gain that is not positive, gives no verdict (Java's NaN comparison would say "ineffective").
+    ``threshold`` is ineffective, and both gains are returned (the IneffectiveScaling event states
+    them); None otherwise. Unlike the reference, a rate that is unknown or infinite, or an expected
+    gain that is not positive, gives no verdict (Java's NaN comparison would say "ineffective").
     """
     if last is None or not last.scaled_up or last.new != parallelism:
-        return False
+        return None
     expected_gain = last.expected_processing_rate - last.true_processing_rate
     actual_gain = true_processing_rate - last.true_processing_rate
     if not (math.isfinite(expected_gain) and math.isfinite(actual_gain)) or expected_gain <= 0:
-        return False
-    return actual_gain / expected_gain < threshold
+        return None
+    if actual_gain / expected_gain < threshold:
+        return ScaleUpGain(expected_gain, actual_gain)
+    return None
+
+
+def is_ineffective_scale_up(
+    last: VertexScaling | None, *, parallelism: int, true_processing_rate: float, threshold: float
+) -> bool:
+    """Whether :func:`ineffective_scale_up` finds the last scale-up ineffective."""
+    gain = ineffective_scale_up(
+        last, parallelism=parallelism, true_processing_rate=true_processing_rate, threshold=threshold
+    )
+    return gain is not None
 
 
 def scalability_coefficient(entries: Sequence[VertexScaling], options: AutoscalerOptions) -> float:
@@ -190,5 +220,70 @@ def record_metrics(
         if vertex is None or current < 1:
             continue
         tpr = vertex.true_processing_rate
-        out[vid] = (tpr, tpr / current * new)
+        out[vid] = (tpr, expected_processing_rate(tpr, current, new))
     return out
+
+
+# ---------------------------------------------------------------------------------------------- verification
+def verify_scaling(
+    record: ScalingRecord,
+    measured: Mapping[VertexId, tuple[int, float]],
+    *,
+    now_ms: int,
+    running_since_ms: int,
+    metrics_window_ms: int,
+    threshold: float = VERIFICATION_THRESHOLD,
+) -> ScalingVerification | None:
+    """What ``record``'s rescale delivered: each rescaled vertex's measured capacity against the one
+    its record promised, or None while that cannot be judged yet (or ever).
+
+    ``measured`` maps a vertex to (its parallelism now, its true processing rate over a full metric
+    window); the caller passes a window that may drive a decision. Judged once the record is confirmed
+    and not verified yet, and only when every sample of that window was taken after the rescale: the
+    job restarted after it was requested (a restart starts a new window), or the window is younger
+    than the confirmation. The expectation is the record's expected rate, or, if the vertex runs at
+    another parallelism than decided (Flink capped it), the same linear formula for the parallelism
+    it got. A vertex with no usable expectation (its TPR was unknown at decision time) is left out; one
+    whose rate is unknown or infinite now (idle) stays in as not measured. None when no vertex could
+    be measured: a later window will try again.
+    """
+    confirmed = record.confirmed_ms
+    if confirmed is None or record.verification is not None:
+        return None
+    if running_since_ms < record.ts_ms and now_ms - metrics_window_ms < confirmed:
+        return None  # the window may still hold samples from before the rescale
+    vertices: dict[VertexId, VertexVerification] = {}
+    for vid in record.changes:
+        scaling = last_scaling((record,), vid)
+        now = measured.get(vid)
+        if scaling is None or now is None or scaling.current < 1:
+            continue
+        parallelism, tpr = now
+        expected = scaling.expected_processing_rate
+        if parallelism != scaling.new:
+            expected = expected_processing_rate(scaling.true_processing_rate, scaling.current, parallelism)
+        if not math.isfinite(expected) or expected <= 0:
+            continue
+        vertices[vid] = VertexVerification(parallelism, expected, tpr if math.isfinite(tpr) else math.nan)
+    if not any(math.isfinite(v.measured) for v in vertices.values()):
+        return None
+    return ScalingVerification(now_ms, threshold, vertices)
+
+
+def verify_last_scaling(
+    history: Sequence[ScalingRecord], evaluation: JobEvaluation, now_ms: int
+) -> ScalingRecord | None:
+    """The job's newest scaling with its verification from this evaluation (:func:`verify_scaling`), or
+    None if there is nothing to verify now. Only a ready evaluation (window full) may be passed."""
+    if not history:
+        return None
+    record = history[-1]
+    sample = evaluation.sample
+    verification = verify_scaling(
+        record,
+        {vid: (v.parallelism, v.true_processing_rate) for vid, v in evaluation.vertices.items()},
+        now_ms=now_ms,
+        running_since_ms=sample.running_since_ms,
+        metrics_window_ms=round(sample.target.options.metrics_window.total_seconds() * _MS_PER_S),
+    )
+    return None if verification is None else replace(record, verification=verification)

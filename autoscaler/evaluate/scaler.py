@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from autoscaler.model import AlignmentBounds
 from autoscaler.settings import AlignmentMode, AutoscalerOptions
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "clamp_scale_factor",
     "compute_busy_time_parallelism",
     "compute_target_parallelism",
+    "expected_processing_rate",
     "limit_parallelism",
     "scale_by_factor",
 ]
@@ -38,6 +40,7 @@ class ParallelismRecommendation:
     expected_processing_rate: float  # TPR / current * parallelism, after alignment (FLINK-39743)
     outside_band: bool
     limited_from: int | None = None  # the target the legacy alignment could not keep (ScalingLimited)
+    limited_by: AlignmentBounds | None = None  # with limited_from: what that alignment worked with
 
     def __post_init__(self) -> None:
         if self.current < 1 or self.parallelism < 1:
@@ -46,6 +49,16 @@ class ParallelismRecommendation:
     @property
     def changed(self) -> bool:
         return self.parallelism != self.current
+
+
+def expected_processing_rate(true_processing_rate: float, current: int, new: int) -> float:
+    """Reference EXPECTED_PROCESSING_RATE = TPR / current * new: the capacity a vertex should have at
+    ``new`` subtasks if it scales linearly (no scalability coefficient, as in the reference).
+
+    One formula for every place that states an expectation: the recommendation, the ScalingReport and
+    the scaling history, each for the parallelism it talks about (FLINK-39743: the one really set).
+    """
+    return true_processing_rate / current * new
 
 
 def clamp_scale_factor(factor: float, options: AutoscalerOptions) -> float:
@@ -245,7 +258,7 @@ def scale_by_factor(
     new_p, lower_limit, upper_limit = limit_parallelism(
         raw, current=parallelism, max_parallelism=max_parallelism, options=options
     )
-    unaligned, limited = new_p, False
+    unaligned, limited, bounds = new_p, False, None
     legacy = options.key_group_partitions_adjust_mode if options.parallelism_alignment_mode is None else None
     if new_p != parallelism and alignment_applies(num_source_partitions, input_ship_strategies):
         if legacy is not None:
@@ -258,6 +271,10 @@ def scale_by_factor(
                 num_source_partitions=num_source_partitions,
                 maximize_utilisation=legacy == "MAXIMIZE_UTILISATION",
             )
+            # What the reference's ScalingLimited event states: N, min(maxParallelism, upper limit)
+            # (not capped by N, unlike the search region) and the lower limit.
+            units = num_source_partitions if num_source_partitions > 0 else max_parallelism
+            bounds = AlignmentBounds(units, min(max_parallelism, upper_limit), lower_limit)
         else:
             new_p = align_parallelism(
                 current=parallelism,
@@ -265,11 +282,17 @@ def scale_by_factor(
                 max_parallelism=max_parallelism,
                 upper_limit=upper_limit,
                 num_source_partitions=num_source_partitions,
-                mode=options.parallelism_alignment_mode or AlignmentMode.BALANCED,
+                mode=options.alignment_mode or AlignmentMode.BALANCED,
             )
-    expected = true_processing_rate / parallelism * new_p
+    expected = expected_processing_rate(true_processing_rate, parallelism, new_p)
     return ParallelismRecommendation(
-        parallelism, new_p, factor, expected, outside_band, limited_from=unaligned if limited else None
+        parallelism,
+        new_p,
+        factor,
+        expected,
+        outside_band,
+        limited_from=unaligned if limited else None,
+        limited_by=bounds if limited else None,
     )
 
 

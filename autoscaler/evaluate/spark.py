@@ -431,6 +431,7 @@ def _job_evaluation(
         custom_metrics=custom_metrics,
         not_ready_detail="; ".join(missing),
         evaluator_failures=failures,
+        load_change_ms=status.load_change_ms,
     )
 
 

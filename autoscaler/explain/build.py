@@ -19,6 +19,8 @@ from autoscaler.explain.records import (
     DecisionRecord,
     GateVerdict,
     PluginRecord,
+    VerificationRecord,
+    VerifiedVertex,
     VertexRecord,
 )
 from autoscaler.reasons import Reason
@@ -26,8 +28,10 @@ from autoscaler.settings import KEY_PREFIX
 
 if TYPE_CHECKING:
     from autoscaler.decide import Decision
+    from autoscaler.model import JobEvaluation
     from autoscaler.outcome import JobOutcome
     from autoscaler.plugins.chain import ChainResult
+    from autoscaler.state import ScalingRecord
 
 __all__ = ["GATES", "record_from_outcome"]
 
@@ -39,6 +43,11 @@ GATES: tuple[tuple[str, frozenset[Reason], str], ...] = (
         "metrics ready",
         frozenset({Reason.STABILIZING, Reason.WINDOW_NOT_FULL, Reason.PARTIAL_METRICS}),
         "the job is stable and the metric window is full",
+    ),
+    (
+        "metrics known",
+        frozenset({Reason.METRICS_UNKNOWN}),
+        "the rates of the sources and of a vertex that could be scaled are known",
     ),
     ("memory pressure", frozenset({Reason.MEMORY_PRESSURE}), "GC time and heap usage are below limits"),
     ("scale-down delay", frozenset({Reason.SCALE_DOWN_DELAYED}), "no scale-down is still being held"),
@@ -58,7 +67,7 @@ GATES: tuple[tuple[str, frozenset[Reason], str], ...] = (
 )
 _PLUGINS_GATE = "executor plugins"
 
-# Options that explain a decision; shown by `explain` under "Settings".
+# Options that explain a decision (thresholds, delays and limits); shown by `explain` under "Settings".
 _EXPLAIN_KEYS = (
     "scaling.enabled",
     "utilization.target",
@@ -70,6 +79,12 @@ _EXPLAIN_KEYS = (
     "scaling-interval.max",
     "scaling.min-parallelism-change",
     "catch-up.duration",
+    "backlog-processing.lag-threshold",
+    "metrics.window",
+    "vertex.min-parallelism",
+    "vertex.max-parallelism",
+    "scale-up.max-factor",
+    "scale-down.max-factor",
     "vertex.exclude.ids",
     "excluded.periods",
 )
@@ -111,6 +126,8 @@ def record_from_outcome(outcome: JobOutcome) -> DecisionRecord:
                 outside_band=v.outside_band,
                 excluded=v.vertex in opts.vertex_exclude_ids,
                 ineffective_scale_up=v.ineffective_scale_up,
+                expected_increase=_measured(v.scale_up_gain.expected) if v.scale_up_gain else None,
+                actual_increase=_measured(v.scale_up_gain.actual) if v.scale_up_gain else None,
                 decided=changes[v.vertex].target if v.vertex in changes else None,
             )
             for v in evaluation.vertices.values()
@@ -141,6 +158,41 @@ def record_from_outcome(outcome: JobOutcome) -> DecisionRecord:
         window_samples=evaluation.window_samples if evaluation is not None else None,
         restart_time_s=_measured(evaluation.restart_time_s) if evaluation is not None else None,
         options=options,
+        verification=_verified_now(decision, outcome.now_ms),
+    )
+
+
+def _verified_now(decision: Decision | None, now_ms: int) -> VerificationRecord | None:
+    """The verification of a past rescale that this tick made (the decide stage put it in the state)."""
+    if decision is None or decision.evaluation is None:
+        return None
+    made = [r for r in decision.state.history if r.verification and r.verification.ts_ms == now_ms]
+    return verification_record(made[-1], decision.evaluation) if made else None
+
+
+def verification_record(record: ScalingRecord, evaluation: JobEvaluation) -> VerificationRecord:
+    """A scaling record's verification as ``explain`` shows it (vertex names from ``evaluation``)."""
+    verification = record.verification
+    assert verification is not None
+    names = {v.id: v.name for v in evaluation.sample.topology}
+    return VerificationRecord(
+        rescale_ts_ms=record.ts_ms,
+        ts_ms=verification.ts_ms,
+        threshold=verification.threshold,
+        as_expected=verification.as_expected,
+        vertices=tuple(
+            VerifiedVertex(
+                vertex=vid,
+                name=names.get(vid, vid),
+                before=record.changes[vid][0] if vid in record.changes else v.parallelism,
+                decided=record.changes[vid][1] if vid in record.changes else v.parallelism,
+                parallelism=v.parallelism,
+                expected=_measured(v.expected),
+                measured=_measured(v.measured),
+                ratio=_measured(v.ratio),
+            )
+            for vid, v in verification.vertices.items()
+        ),
     )
 
 

@@ -1,10 +1,13 @@
-"""The decision record: what ``status`` and ``explain`` know about one job's last tick, and its JSON.
+"""The decision record: what ``status`` and ``explain`` know about one job's decisions, and its JSON.
 
 A :class:`DecisionRecord` is a frozen, JSON-round-tripping snapshot of one job's outcome: the evaluated
 metrics and thresholds per vertex (:class:`VertexRecord`), each gate's verdict (:class:`GateVerdict`),
-the executor plugins' outcomes (:class:`PluginRecord`) and when the job is decided again. It is a module
-of its own because both sides depend on these values alone: ``build`` fills them from a tick, ``render``
-and the decision store read them, and a record read back from a store needs nothing else.
+the executor plugins' outcomes (:class:`PluginRecord`), when the job is decided again and, for a
+rescale, what it delivered once measured (:class:`VerificationRecord`). It is a module of its own
+because both sides depend on these values alone: ``build`` fills them from a tick, ``render`` and the
+decision store read them, and a record read back from a store needs nothing else.
+:func:`add_decision` keeps a job's last decisions: a tick that repeats the previous decision extends it
+(``since_ms``, ``ticks``) instead of pushing a rescale out of the list.
 
 Floats are ``None`` when not measured (the pipeline's NaN), so records compare equal after a round trip;
 an infinite threshold (utilization bound 0) stays infinite and is written ``"inf"`` in JSON.
@@ -14,8 +17,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 __all__ = [
@@ -27,7 +30,10 @@ __all__ = [
     "DecisionRecord",
     "GateVerdict",
     "PluginRecord",
+    "VerificationRecord",
+    "VerifiedVertex",
     "VertexRecord",
+    "add_decision",
     "find_record",
 ]
 
@@ -57,6 +63,9 @@ class VertexRecord:
     outside_band: bool = False
     excluded: bool = False  # in vertex.exclude.ids: never changed
     ineffective_scale_up: bool = False
+    # With ineffective_scale_up: the processing-rate increase the last scale-up promised and delivered.
+    expected_increase: float | None = None
+    actual_increase: float | None = None
     decided: int | None = None  # the parallelism the decision carried (applied or blocked); None: none
 
 
@@ -75,8 +84,46 @@ class PluginRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class VerifiedVertex:
+    """One rescaled vertex's capacity, measured over the first full window after the rescale."""
+
+    vertex: str
+    name: str
+    before: int  # parallelism before the rescale
+    decided: int  # what the rescale asked for
+    parallelism: int  # what it ran at when measured (less than decided if Flink capped it)
+    expected: float | None = None  # records/s expected at that parallelism
+    measured: float | None = None  # None: not measured (idle or unknown)
+    ratio: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationRecord:
+    """What the rescale decided at ``rescale_ts_ms`` delivered, measured at ``ts_ms``."""
+
+    rescale_ts_ms: int
+    ts_ms: int
+    threshold: float  # the ratio a vertex had to reach
+    as_expected: bool
+    vertices: tuple[VerifiedVertex, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> VerificationRecord:
+        return cls(
+            **_decode_floats(cls, {k: v for k, v in data.items() if k != "vertices"}),
+            vertices=tuple(
+                VerifiedVertex(**_decode_floats(VerifiedVertex, v)) for v in data.get("vertices", ())
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class DecisionRecord:
-    """Why one job ended its last tick the way it did."""
+    """Why one job ended a tick the way it did (the newest of a run of ticks that decided the same).
+
+    ``verification`` is, on a rescale's record, what that rescale delivered once measured; on the
+    record of the tick that measured it (``rescale_ts_ms`` earlier than ``ts_ms``), the same verdict.
+    """
 
     job_key: str
     cluster: str
@@ -95,10 +142,30 @@ class DecisionRecord:
     window_samples: int | None = None
     restart_time_s: float | None = None
     options: tuple[tuple[str, str], ...] = field(default=())  # the keys `build._EXPLAIN_KEYS` picked
+    verification: VerificationRecord | None = None
+    since_ms: int | None = None  # first tick of the run this record ends (None: this tick alone)
+    ticks: int = 1  # ticks in that run
 
     @property
     def blocked_by(self) -> GateVerdict | None:
         return next((g for g in self.gates if g.verdict == BLOCKED), None)
+
+    @property
+    def first_ms(self) -> int:
+        """When this decision was first taken (the run's first tick)."""
+        return self.ts_ms if self.since_ms is None else self.since_ms
+
+    def continues(self, previous: DecisionRecord) -> bool:
+        """Whether this tick repeats ``previous``'s decision: same job run, outcome, parallelisms and
+        decided changes, neither a rescale nor a verification (each of those stands on its own)."""
+        return (
+            self.job_id == previous.job_id
+            and self.outcome == previous.outcome
+            and not (self.scaled or previous.scaled)
+            and self.verification is None
+            and previous.verification is None
+            and _shape(self) == _shape(previous)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -110,7 +177,8 @@ class DecisionRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DecisionRecord:
-        nested = ("schema", "vertices", "gates", "plugins", "options")
+        nested = ("schema", "vertices", "gates", "plugins", "options", "verification")
+        verification = data.get("verification")
         return cls(
             **_decode_floats(cls, {k: v for k, v in data.items() if k not in nested}),
             vertices=tuple(
@@ -119,6 +187,7 @@ class DecisionRecord:
             gates=tuple(GateVerdict(**_decode_floats(GateVerdict, g)) for g in data.get("gates", ())),
             plugins=tuple(PluginRecord(**_decode_floats(PluginRecord, p)) for p in data.get("plugins", ())),
             options=tuple((str(k), str(v)) for k, v in data.get("options", ())),
+            verification=None if verification is None else VerificationRecord.from_dict(verification),
         )
 
     @classmethod
@@ -145,6 +214,35 @@ def _decode_floats(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     return {
         k: special.get(v, v) if known[k] and isinstance(v, str) else v for k, v in data.items() if k in known
     }
+
+
+def _shape(record: DecisionRecord) -> tuple[tuple[str, int, int | None], ...]:
+    return tuple((v.vertex, v.parallelism, v.decided) for v in record.vertices)
+
+
+# ---------------------------------------------------------------------------------------- history
+def add_decision(
+    history: Sequence[DecisionRecord], record: DecisionRecord, keep: int
+) -> tuple[DecisionRecord, ...]:
+    """A job's last ``keep`` decisions (oldest first) after ``record``.
+
+    A record that :meth:`~DecisionRecord.continues` the newest one replaces it, extending its run, so
+    ticks that keep deciding the same (``InBand`` for hours) count as one decision and a rescale stays
+    in view until ``keep`` other decisions followed it. A record with a verification also gives it to
+    the rescale it verified, if that is still kept.
+    """
+    kept = list(history)
+    if kept and record.continues(kept[-1]):
+        previous = kept.pop()
+        record = replace(record, since_ms=previous.first_ms, ticks=previous.ticks + record.ticks)
+    verification = record.verification
+    if verification is not None and verification.rescale_ts_ms != record.ts_ms:
+        kept = [
+            replace(r, verification=verification) if r.scaled and r.ts_ms == verification.rescale_ts_ms else r
+            for r in kept
+        ]
+    kept.append(record)
+    return tuple(kept[-keep:]) if keep > 0 else ()
 
 
 # ---------------------------------------------------------------------------------------- lookup

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from autoscaler.explain.records import BLOCKED, FORCED, DecisionRecord, VertexRecord
+from autoscaler.explain.records import BLOCKED, FORCED, DecisionRecord, VerifiedVertex, VertexRecord
 from autoscaler.reasons import Reason
 
 if TYPE_CHECKING:
@@ -26,7 +26,8 @@ __all__ = ["explain", "status_table"]
 # ---------------------------------------------------------------------------------------- explain
 _OUTCOME_WORDS: dict[str, str] = {
     Reason.SCALING: "SCALED",
-    Reason.IN_BAND: "not scaled: every vertex is within its utilization band",
+    Reason.IN_BAND: "not scaled: every vertex that could change is within its utilization band",
+    Reason.METRICS_UNKNOWN: "not scaled: the rates of the vertices that matter are unknown (NaN, missing)",
     Reason.SCALE_DOWN_DELAYED: "not scaled yet: a scale-down is held for scale-down.interval",
     Reason.ADVISOR_MODE: "recommended only (advisor mode, scaling.enabled=false)",
     Reason.EXCLUDED_PERIOD: "recommended only: now is in an excluded period",
@@ -41,17 +42,25 @@ _OUTCOME_WORDS: dict[str, str] = {
     Reason.AUTOSCALER_ERROR: "error: the autoscaler could not handle this job",
     Reason.NOT_RUNNING: "skipped: the job is not running",
     Reason.PARTIAL_METRICS: "skipped: Flink returned only part of the metrics",
+    Reason.STALE_METRICS: "skipped: Flink kept answering with one old metric fetch",
     Reason.CLUSTER_UNREACHABLE: "skipped: the cluster could not be reached",
 }
 
 
-def explain(record: DecisionRecord, *, now_ms: int | None = None, events: Sequence[Event] = ()) -> str:
-    """The last decision for one job in plain words: outcome, gates, vertices, plugins, settings."""
+def explain(
+    record: DecisionRecord,
+    *,
+    now_ms: int | None = None,
+    events: Sequence[Event] = (),
+    earlier: Sequence[DecisionRecord] = (),
+) -> str:
+    """The last decision for one job in plain words: outcome, gates, vertices, plugins, settings, a
+    rescale's verification; then the ``earlier`` decisions (oldest first), each with its inputs."""
     age = f" ({_age(now_ms - record.ts_ms)} ago)" if now_ms is not None else ""
     lines = [
         f"Job {record.job_key} (JobID {record.job_id})",
         f"Last decision at {_utc(record.ts_ms)}{age}: "
-        f"{_OUTCOME_WORDS.get(record.outcome, record.outcome)} [{record.outcome}]",
+        f"{_OUTCOME_WORDS.get(record.outcome, record.outcome)} [{record.outcome}]{_run(record)}",
     ]
     if record.detail:
         lines.append(f"Why: {record.detail}")
@@ -77,6 +86,9 @@ def explain(record: DecisionRecord, *, now_ms: int | None = None, events: Sequen
         for v in record.vertices:
             lines += _vertex_lines(v)
 
+    if record.verification is not None or record.scaled:
+        lines += ["", *_verification_lines(record, "")]
+
     if record.plugins:
         lines += ["", "Executor plugins, in the order they ran:"]
         for p in record.plugins:
@@ -91,7 +103,90 @@ def explain(record: DecisionRecord, *, now_ms: int | None = None, events: Sequen
         for e in list(events)[-5:]:
             count = f" (x{e.count}, first {_utc(e.ts_ms)})" if e.count > 1 else ""
             lines.append(f"  {_utc(e.last_seen_ms)} {e.type} {e.reason}{count}: {_clip(e.message, 160)}")
+
+    if earlier:
+        lines += ["", "Earlier decisions, newest first:"]
+        newer, rescaled_since = record, record.scaled
+        for r in reversed(earlier):
+            lines += _earlier_lines(r, newer, rescaled_since)
+            newer, rescaled_since = r, rescaled_since or r.scaled
     return "\n".join(lines)
+
+
+def _run(record: DecisionRecord) -> str:
+    return f" (the same for {record.ticks} ticks since {_utc(record.first_ms)})" if record.ticks > 1 else ""
+
+
+def _earlier_lines(r: DecisionRecord, newer: DecisionRecord, rescaled_since: bool) -> list[str]:
+    """One earlier decision, compact: what it was, why, the inputs that drove it, its gates and, for a
+    rescale, its verification; settings only where they differ from the next newer decision's.
+    ``rescaled_since``: a later rescale came, so an unverified one here will never be verified."""
+    lines = [f"  {_utc(r.ts_ms)}  {_OUTCOME_WORDS.get(r.outcome, r.outcome)} [{r.outcome}]{_run(r)}"]
+    if r.detail:
+        lines.append(f"    why: {_clip(r.detail, 200)}")
+    if r.vertices:
+        backlog = {True: "yes", False: "no", None: "unknown"}[r.processing_backlog]
+        window = f", {r.window_samples} samples in the window" if r.window_samples else ""
+        lines.append(f"    backlog processing: {backlog}{window}")
+        lines += [f"    {_vertex_inputs(v)}" for v in r.vertices]
+    if r.gates:
+        lines.append(f"    gates: {_gates_summary(r)}")
+    if r.plugins:
+        lines.append("    plugins: " + ", ".join(f"{p.plugin} {_plugin_words(p.outcome)}" for p in r.plugins))
+    now = dict(newer.options)
+    changed = [f"{k} = {v} (later {now[k]})" for k, v in r.options if k in now and now[k] != v]
+    if changed:
+        lines.append("    settings then: " + "; ".join(changed))
+    if r.scaled or r.verification is not None:
+        lines += _verification_lines(r, "    ", superseded=rescaled_since)
+    return lines
+
+
+def _vertex_inputs(v: VertexRecord) -> str:
+    change = f"{v.parallelism} -> {v.decided}" if v.decided is not None else f"{v.parallelism}"
+    load = "unknown" if v.load is None else f"{v.load:.0%}"
+    return (
+        f"{v.name}: p {change} (recommended {v.recommended}), load {load}, capacity "
+        f"{_rate(v.true_processing_rate)}, must process {_rate(v.target_data_rate)} "
+        f"(+ {_rate(v.catch_up_data_rate)} to catch up), {_thresholds(v)}, lag {_count(v.lag)}"
+    )
+
+
+def _gates_summary(r: DecisionRecord) -> str:
+    blocked = r.blocked_by
+    forced = [g.gate for g in r.gates if g.verdict == FORCED]
+    text = f"BLOCKED at {blocked.gate}" if blocked is not None else "all passed"
+    return text + (f" ({', '.join(forced)} forced)" if forced else "")
+
+
+def _verification_lines(r: DecisionRecord, indent: str, *, superseded: bool = False) -> list[str]:
+    """A rescale's verification, or why it has none; on the tick that made it, which rescale it judged."""
+    v = r.verification
+    if v is None and superseded:
+        return [f"{indent}Verification: none (the job was rescaled again before it could be measured)"]
+    if v is None:
+        return [f"{indent}Verification: none yet (made once the metric window is full after the restart)"]
+    head = (
+        f"Verification at {_utc(v.ts_ms)}, over a full metric window"
+        if v.rescale_ts_ms == r.ts_ms
+        else f"This tick verified the rescale at {_utc(v.rescale_ts_ms)} over a full metric window"
+    )
+    verdict = (
+        "the expected capacity was delivered"
+        if v.as_expected
+        else f"LESS capacity than expected (below {v.threshold:.0%})"
+    )
+    lines = [f"{indent}{head}: {verdict}"]
+    lines += [f"{indent}  {_verified_vertex(x)}" for x in v.vertices]
+    return lines
+
+
+def _verified_vertex(x: VerifiedVertex) -> str:
+    capped = f" (Flink runs it at {x.parallelism})" if x.parallelism != x.decided else ""
+    head = f"{x.name}: parallelism {x.before} -> {x.decided}{capped}:"
+    if x.measured is None or x.ratio is None:
+        return f"{head} capacity not measured (idle or unknown), {_rate(x.expected)} expected"
+    return f"{head} {_rate(x.measured)} at full load of {_rate(x.expected)} expected ({x.ratio:.0%})"
 
 
 def _vertex_lines(v: VertexRecord) -> list[str]:
@@ -113,7 +208,12 @@ def _vertex_lines(v: VertexRecord) -> list[str]:
             f"    at parallelism {v.recommended} it should process {_rate(v.expected_processing_rate)}"
         )
     if v.ineffective_scale_up:
-        body.append("    the last scale-up of this vertex was ineffective (did not raise its rate enough)")
+        gain = (
+            f": it raised the rate by {_rate(v.actual_increase)} of the {_rate(v.expected_increase)} expected"
+            if v.expected_increase is not None or v.actual_increase is not None
+            else " (did not raise its rate enough)"
+        )
+        body.append(f"    the last scale-up of this vertex was ineffective{gain}")
     return [head, *body]
 
 

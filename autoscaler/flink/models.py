@@ -194,6 +194,19 @@ class JobVertex(_Payload):
             accumulated_busy_time_ms=flink_float(self.metrics.get("accumulated-busy-time")),
         )
 
+    def accumulated_time_ms(self) -> float:
+        """Busy + idle + back-pressured ms, summed over subtasks (0 if none is reported).
+
+        Every running subtask is always in one of the three states, so the sum grows with the wall clock
+        whatever the load: an idle job's counters still move from one metric fetch to the next. A legacy
+        source reports no busy time (NaN): the parts it has still count.
+        """
+        parts = (
+            flink_float(self.metrics.get(key))
+            for key in ("accumulated-busy-time", "accumulated-idle-time", "accumulated-backpressured-time")
+        )
+        return math.fsum(p for p in parts if math.isfinite(p))
+
 
 class JobDetails(_Payload):
     """``GET /jobs/:id``; the topology is built (and validated) while parsing."""

@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from autoscaler.settings.errors import ConfigError, describe_errors
 from autoscaler.settings.options import AutoscalerOptions
+from autoscaler.settings.profiles import PROFILES
 from autoscaler.settings.values import Duration
 
 __all__ = ["ClusterSettings", "Settings", "SparkSettings"]
@@ -85,6 +86,12 @@ class Settings(BaseSettings):
     spark: SparkSettings = Field(
         default_factory=SparkSettings, description="Where the evaluator's SparkSession runs."
     )
+    profile: Literal["recommended", "reference"] = Field(
+        "recommended",
+        description="The job.autoscaler.* values every job starts from, under the autoscaler: sections "
+        "and the job's own keys: recommended (ours, tuned on bench/bench_decisions.py) or reference (the "
+        "reference autoscaler's defaults and behaviour, our additions off). See docs/performance.md.",
+    )
     autoscaler: dict[str, Any] = Field(
         default_factory=dict, description="job.autoscaler.* defaults for every job (Flink-style keys)."
     )
@@ -108,7 +115,8 @@ class Settings(BaseSettings):
     )
     decisions_dir: Path | None = Field(
         Path("flink-autoscaler-decisions"),
-        description="Where the daemon writes each job's last decision (one JSON file per job), read by "
+        description="Where the daemon writes each job's last decisions (per job the newest as JSON and up to "
+        "19 earlier ones as JSON lines), read by "
         "'flink-autoscaler status' and 'explain'. Relative to the working directory, like the default "
         "state_url; null disables it.",
     )
@@ -173,15 +181,20 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _options_valid(self) -> Settings:
-        base = AutoscalerOptions.from_flink_conf(self.autoscaler, source="autoscaler")
+        base = self._daemon_options()
         for cluster in self.clusters:
             AutoscalerOptions.from_flink_conf(
                 cluster.autoscaler, base, source=f"clusters[{cluster.name}].autoscaler"
             )
         return self
 
+    def _daemon_options(self) -> AutoscalerOptions:
+        """The profile, then the daemon's ``autoscaler:`` section over it."""
+        profile = AutoscalerOptions.from_flink_conf(PROFILES[self.profile], source=f"profile {self.profile}")
+        return AutoscalerOptions.from_flink_conf(self.autoscaler, profile, source="autoscaler")
+
     def options_for(self, cluster: ClusterSettings) -> AutoscalerOptions:
-        base = AutoscalerOptions.from_flink_conf(self.autoscaler, source="autoscaler")
+        base = self._daemon_options()
         return AutoscalerOptions.from_flink_conf(cluster.autoscaler, base, source=f"clusters[{cluster.name}]")
 
     @classmethod

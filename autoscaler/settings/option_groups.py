@@ -24,9 +24,9 @@ from pydantic import AliasChoices, BaseModel, BeforeValidator, Field, field_vali
 from autoscaler.calendar import PeriodError, parse_period
 from autoscaler.settings.keys import EVALUATOR_PREFIX, EXECUTOR_PREFIX
 from autoscaler.settings.values import (
-    AlignmentMode,
     BusyTimeAggregator,
     Duration,
+    alignment_mode_name,
     csv_list,
     opt_float,
     parse_memory_size,
@@ -195,12 +195,16 @@ class RuntimeOptions(BaseModel):
         validation_alias=_k("vertex.exclude.ids"),
         description="Vertex ids (hex) never scaled; vertices downstream of them still are.",
     )
-    parallelism_alignment_mode: Annotated[AlignmentMode | None, BeforeValidator(upper)] = Field(
+    # Any name is accepted, as in the reference: one that is no built-in mode (a custom Java mode, a
+    # typo) falls back to BALANCED with a warning (AutoscalerOptions.alignment_mode) instead of
+    # rejecting the job's whole configuration.
+    parallelism_alignment_mode: Annotated[str | None, BeforeValidator(alignment_mode_name)] = Field(
         None,
         validation_alias=_k("scaling.parallelism-alignment.mode"),
         json_schema_extra={"doc_default": "`BALANCED`"},
         description="How a target parallelism is aligned to key groups or source partitions. Unset, "
-        "it is BALANCED, unless the deprecated scaling.key-group.partitions.adjust.mode is set.",
+        "it is BALANCED, unless the deprecated scaling.key-group.partitions.adjust.mode is set. Any "
+        "other name (e.g. a custom mode, which needs Java) falls back to BALANCED with a warning.",
     )
     memory_gc_pressure_threshold: float = Field(
         1.0,
@@ -390,6 +394,17 @@ class OwnOptions(BaseModel):
         json_schema_extra=OURS,
         validation_alias=_k("scaling.min-parallelism-change"),
         description="The smallest total parallelism change (summed over vertices) worth a restart.",
+    )
+    load_change_threshold: float = Field(
+        0.3,
+        ge=0.0,
+        le=1.0,
+        validation_alias=_k("metrics.load-change.threshold"),
+        json_schema_extra=OURS,
+        description="Restart the metric window where the offered load changed by more than this fraction "
+        "of the larger rate (each of the two newest intervals against the rest of the window), so a "
+        "decision uses only "
+        "samples of the new load; 0 disables it (the reference averages across the change).",
     )
     prefer_counter_rates: bool = Field(
         True,

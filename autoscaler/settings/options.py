@@ -30,6 +30,7 @@ from autoscaler.settings.option_groups import (
     RuntimeOptions,
     TargetOptions,
 )
+from autoscaler.settings.values import AlignmentMode
 
 __all__ = ["AutoscalerOptions"]
 
@@ -107,6 +108,37 @@ class AutoscalerOptions(
         if self.utilization_min is not None:
             return self.utilization_min
         return self.utilization_target - self.target_utilization_boundary
+
+    @property
+    def alignment_mode(self) -> AlignmentMode | None:
+        """The alignment mode in effect; None while ``scaling.parallelism-alignment.mode`` is unset (the
+        deprecated legacy key, else BALANCED, applies then).
+
+        A name that is no built-in mode falls back to BALANCED, as the reference's
+        ``ParallelismAligner#resolve`` does (custom modes are Java plugins this daemon cannot load):
+        the job keeps being scaled, and :attr:`alignment_mode_fallback` says why it is BALANCED.
+        """
+        mode = self.parallelism_alignment_mode
+        if mode is None:
+            return None
+        try:
+            return AlignmentMode(mode)
+        except ValueError:
+            return AlignmentMode.BALANCED
+
+    @property
+    def alignment_mode_fallback(self) -> str | None:
+        """The warning for a ``scaling.parallelism-alignment.mode`` that is no built-in mode, or None."""
+        mode = self.parallelism_alignment_mode
+        if mode is None or mode in {m.value for m in AlignmentMode}:
+            return None
+        key = self.canonical_key("parallelism_alignment_mode")
+        builtins = ", ".join(m.value for m in AlignmentMode)
+        return (
+            f"Alignment mode {mode!r} of {key} is not a built-in mode ({builtins}) and custom "
+            f"alignment modes (Java classes, {key}.<name>.class) cannot be loaded here. Falling back "
+            f"to {AlignmentMode.BALANCED.value}."
+        )
 
     # ------------------------------------------------------------------ Flink-style key handling
     @classmethod

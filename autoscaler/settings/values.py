@@ -19,6 +19,7 @@ __all__ = [
     "AlignmentMode",
     "BusyTimeAggregator",
     "Duration",
+    "alignment_mode_name",
     "csv_list",
     "opt_float",
     "parse_memory_size",
@@ -47,6 +48,22 @@ class AlignmentMode(StrEnum):
 
 def upper(value: object) -> object:
     return value.upper() if isinstance(value, str) else value
+
+
+def alignment_mode_name(value: object) -> object:
+    """A built-in alignment mode in any case becomes its enum; any other name is kept as written.
+
+    The reference accepts any name for ``scaling.parallelism-alignment.mode`` (custom modes are
+    plugins) and falls back to BALANCED when it finds no such mode; the options model resolves the
+    name the same way, so the name is kept for the warning that says so.
+    """
+    if value is None or isinstance(value, AlignmentMode):
+        return value
+    name = str(value).strip()
+    try:
+        return AlignmentMode(name.upper())
+    except ValueError:
+        return name
 
 
 def csv_list(value: object) -> object:

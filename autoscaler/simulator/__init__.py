@@ -17,7 +17,10 @@ from autoscaler.simulator.rest import handle, transport
 from autoscaler.simulator.scenarios import SCENARIOS, demo_job, load_scenario, work_job
 from autoscaler.simulator.server import SimulatorServer, run_simulator
 from autoscaler.simulator.spec import (
+    Bursts,
     Constant,
+    Noise,
+    Ramp,
     RateSchedule,
     SimClusterSpec,
     SimEdgeSpec,
@@ -29,7 +32,10 @@ from autoscaler.simulator.spec import (
 
 __all__ = [
     "SCENARIOS",
+    "Bursts",
     "Constant",
+    "Noise",
+    "Ramp",
     "RateSchedule",
     "ResourceRequirementsError",
     "SimCluster",

@@ -14,7 +14,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 __all__ = [
+    "Bursts",
     "Constant",
+    "Noise",
+    "Ramp",
     "RateSchedule",
     "ShipStrategy",
     "SimClusterSpec",
@@ -95,18 +98,99 @@ class Sine(_Spec):
         return max(0.0, self.base + self.amplitude * math.sin(2 * math.pi * t_s / self.period_s))
 
 
+class Ramp(_Spec):
+    """Piecewise-linear rate through ``points=[(at_s, rate), ...]``: the first rate before the first point,
+    the last after the last, a straight line between two. ``[(300, 800), (1500, 3200)]`` is a 20-minute
+    ramp from 800 to 3200 rec/s after 5 steady minutes."""
+
+    kind: Literal["ramp"] = "ramp"
+    points: tuple[tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)]], ...] = Field(
+        min_length=1
+    )
+
+    def __init__(self, points: Any = None, /, **data: Any) -> None:
+        if points is not None:
+            data["points"] = points
+        super().__init__(**data)
+
+    @model_validator(mode="after")
+    def _sorted(self) -> Ramp:
+        offsets = [at for at, _ in self.points]
+        if offsets != sorted(offsets):
+            raise ValueError("points must be sorted by their offset (at_s)")
+        return self
+
+    def rate_at(self, t_s: float) -> float:
+        if t_s <= self.points[0][0]:
+            return self.points[0][1]
+        for (t0, r0), (t1, r1) in zip(self.points, self.points[1:], strict=False):
+            if t_s < t1:
+                return r0 + (r1 - r0) * (t_s - t0) / (t1 - t0)
+        return self.points[-1][1]
+
+
+class Noise(_Spec):
+    """Stationary load: ``base * (1 + spread * u)`` with ``u`` uniform in [-1, 1], a new draw every
+    ``hold_s`` seconds. Each draw hashes ``seed`` and its interval's index, so the rate is a pure
+    function of time: the same seed gives the same load whatever the integration step or query order."""
+
+    kind: Literal["noise"] = "noise"
+    base: float = Field(ge=0)
+    spread: float = Field(ge=0, le=1, description="0.15: +-15 % around base")
+    hold_s: float = Field(default=10.0, gt=0)
+    seed: int = 0
+
+    def rate_at(self, t_s: float) -> float:
+        index = math.floor(t_s / self.hold_s)
+        digest = hashlib.blake2b(f"{self.seed}:{index}".encode(), digest_size=8).digest()
+        u = int.from_bytes(digest, "big") / float(2**64 - 1) * 2.0 - 1.0
+        return self.base * (1.0 + self.spread * u)
+
+
+class Bursts(_Spec):
+    """``base``, and ``peak`` for ``duration_s`` every ``every_s`` from ``start_s`` on: short bursts that
+    a backlog absorbs better than a restart does."""
+
+    kind: Literal["bursts"] = "bursts"
+    base: float = Field(ge=0)
+    peak: float = Field(ge=0)
+    every_s: float = Field(gt=0)
+    duration_s: float = Field(gt=0)
+    start_s: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _fits(self) -> Bursts:
+        if self.duration_s > self.every_s:
+            raise ValueError("a burst (duration_s) cannot last longer than the period (every_s)")
+        return self
+
+    def rate_at(self, t_s: float) -> float:
+        if t_s < self.start_s:
+            return self.base
+        return self.peak if (t_s - self.start_s) % self.every_s < self.duration_s else self.base
+
+
 def _infer_kind(value: Any) -> Any:
     """Let YAML say ``input_rate: 2000`` or ``{steps: [...]}`` without spelling out ``kind``."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return {"kind": "constant", "rate": value}
     if isinstance(value, dict) and "kind" not in value:
-        for key, kind in (("rate", "constant"), ("steps", "steps"), ("base", "sine")):
+        for key, kind in (
+            ("rate", "constant"),
+            ("steps", "steps"),
+            ("points", "ramp"),
+            ("spread", "noise"),
+            ("peak", "bursts"),
+            ("base", "sine"),
+        ):
             if key in value:
                 return {"kind": kind, **value}
     return value
 
 
-RateSchedule = Annotated[Constant | Steps | Sine, Field(discriminator="kind"), BeforeValidator(_infer_kind)]
+RateSchedule = Annotated[
+    Constant | Steps | Sine | Ramp | Noise | Bursts, Field(discriminator="kind"), BeforeValidator(_infer_kind)
+]
 
 
 class SimVertexSpec(_Spec):

@@ -16,7 +16,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from autoscaler.state.model import DelayedScaleDown, JobState, PendingRescale, ScalingRecord
+from autoscaler.state.model import (
+    DelayedScaleDown,
+    JobState,
+    PendingRescale,
+    Recommendation,
+    ScalingRecord,
+    ScalingVerification,
+    VertexVerification,
+)
 from autoscaler.state.store import (
     CustomWindowRow,
     MemoryStateStore,
@@ -40,10 +48,13 @@ __all__ = [
     "JobState",
     "MemoryStateStore",
     "PendingRescale",
+    "Recommendation",
     "ScalingRecord",
+    "ScalingVerification",
     "SqlStateStore",
     "StateStore",
     "Stores",
+    "VertexVerification",
     "WindowRow",
     "WindowTick",
     "custom_window_rows",

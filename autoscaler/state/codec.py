@@ -5,6 +5,13 @@ classes, so each field is spelled out once here, readers check every type (a bad
 ``CodecError`` and the caller discards it instead of crashing), and a version bump comes with an
 explicit upgrade of the older shape. Non-finite floats are written as strings ("NaN", "Infinity") so
 the text is strict JSON that any database or tool accepts.
+
+A field added later without a version bump goes under a key of its own that older readers ignore, and
+reads as unknown where it is missing: so state written before it loads unchanged, and a daemon not yet
+upgraded (sharing the database during a rolling upgrade) still reads state written after it, instead
+of discarding it. The delayed scale-downs' ``outside_band`` flags and a scaling record's
+``verification`` (written only once there is one, so a record without it encodes as before) are such
+fields.
 """
 
 from __future__ import annotations
@@ -15,7 +22,15 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from autoscaler.state.model import DelayedScaleDown, JobState, PendingRescale, ScalingRecord
+from autoscaler.state.model import (
+    DelayedScaleDown,
+    JobState,
+    PendingRescale,
+    Recommendation,
+    ScalingRecord,
+    ScalingVerification,
+    VertexVerification,
+)
 
 __all__ = [
     "RECORD_VERSION",
@@ -61,28 +76,43 @@ def encode_state(state: JobState) -> str:
                 "target": dict(pending.target),
                 "previous": dict(pending.previous),
             },
-            "delayed_scale_down": {
-                vid: {
-                    "first_trigger_ms": d.first_trigger_ms,
-                    "recommendations": [list(r) for r in d.recommendations],
-                }
-                for vid, d in state.delayed_scale_down.items()
-            },
+            "delayed_scale_down": {vid: _delayed(d) for vid, d in state.delayed_scale_down.items()},
             "overrides": dict(state.overrides),
         }
     )
 
 
+def _delayed(d: DelayedScaleDown) -> dict[str, Any]:
+    """(ts, parallelism) pairs as version 1 always wrote them, the band flags in a list beside them."""
+    return {
+        "first_trigger_ms": d.first_trigger_ms,
+        "recommendations": [[r.ts_ms, r.parallelism] for r in d.recommendations],
+        "outside_band": [r.outside_band for r in d.recommendations],
+    }
+
+
 def encode_record(record: ScalingRecord) -> str:
-    return _dumps(
-        {
-            "ts_ms": record.ts_ms,
-            "changes": {vid: [old, new] for vid, (old, new) in record.changes.items()},
-            "confirmed_ms": record.confirmed_ms,
-            "restart_duration_ms": record.restart_duration_ms,
-            "metrics": {vid: [_float(tpr), _float(epr)] for vid, (tpr, epr) in record.metrics.items()},
-        }
-    )
+    data: dict[str, Any] = {
+        "ts_ms": record.ts_ms,
+        "changes": {vid: [old, new] for vid, (old, new) in record.changes.items()},
+        "confirmed_ms": record.confirmed_ms,
+        "restart_duration_ms": record.restart_duration_ms,
+        "metrics": {vid: [_float(tpr), _float(epr)] for vid, (tpr, epr) in record.metrics.items()},
+    }
+    if record.verification is not None:  # absent, not null: an unverified record encodes as before
+        data["verification"] = _verification(record.verification)
+    return _dumps(data)
+
+
+def _verification(v: ScalingVerification) -> dict[str, Any]:
+    """Per vertex ``[parallelism, expected, measured]``, beside when and against which threshold."""
+    return {
+        "ts_ms": v.ts_ms,
+        "threshold": _float(v.threshold),
+        "vertices": {
+            vid: [x.parallelism, _float(x.expected), _float(x.measured)] for vid, x in v.vertices.items()
+        },
+    }
 
 
 def history_digest(encoded_records: Sequence[str]) -> str:
@@ -112,6 +142,12 @@ def _num(value: Any, what: str) -> float:
         return float(value)
     except ValueError as exc:
         raise CodecError(f"{what}: expected a number, got {value!r}") from exc
+
+
+def _opt_bool(value: Any, what: str) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise CodecError(f"{what}: expected true, false or null, got {value!r}")
+    return value
 
 
 def _str(value: Any, what: str) -> str:
@@ -164,22 +200,41 @@ def decode_state(version: int, text: str) -> JobState:
                 k: _int(v, "pending.previous") for k, v in _obj(p.get("previous"), "pending.previous").items()
             },
         )
-    delayed = {}
-    for vid, d in _obj(data.get("delayed_scale_down", {}), "delayed_scale_down").items():
-        d = _obj(d, "delayed_scale_down")
-        recs = _list(d.get("recommendations"), "delayed_scale_down.recommendations")
-        delayed[vid] = DelayedScaleDown(
-            _int(d.get("first_trigger_ms"), "delayed_scale_down.first_trigger_ms"),
-            tuple(_pair(r, "delayed_scale_down.recommendations", _int) for r in recs),
-        )
-        if not delayed[vid].recommendations:
-            raise CodecError("delayed_scale_down: no recommendations")
+    delayed = {
+        vid: _decode_delayed(d)
+        for vid, d in _obj(data.get("delayed_scale_down", {}), "delayed_scale_down").items()
+    }
     overrides = {k: _int(v, "overrides") for k, v in _obj(data.get("overrides", {}), "overrides").items()}
     return JobState(
         last_rescale_ms=_opt_int(data.get("last_rescale_ms"), "last_rescale_ms"),
         pending=pending,
         delayed_scale_down=delayed,
         overrides=overrides,
+    )
+
+
+def _decode_delayed(value: Any) -> DelayedScaleDown:
+    """One vertex's delayed scale-down; state written before the band flags has none (unknown)."""
+    d = _obj(value, "delayed_scale_down")
+    pairs = [
+        _pair(r, "delayed_scale_down.recommendations", _int)
+        for r in _list(d.get("recommendations"), "delayed_scale_down.recommendations")
+    ]
+    if not pairs:
+        raise CodecError("delayed_scale_down: no recommendations")
+    flags_data = d.get("outside_band")
+    flags = (
+        [None] * len(pairs)
+        if flags_data is None
+        else [_opt_bool(f, "delayed_scale_down.outside_band") for f in _list(flags_data, "outside_band")]
+    )
+    if len(flags) != len(pairs):
+        raise CodecError(
+            f"delayed_scale_down.outside_band: {len(flags)} flags for {len(pairs)} recommendations"
+        )
+    return DelayedScaleDown(
+        _int(d.get("first_trigger_ms"), "delayed_scale_down.first_trigger_ms"),
+        tuple(Recommendation(ts, p, flag) for (ts, p), flag in zip(pairs, flags, strict=True)),
     )
 
 
@@ -195,4 +250,24 @@ def decode_record(version: int, text: str) -> ScalingRecord:
         metrics={
             k: _pair(v, "record.metrics", _num) for k, v in _obj(data.get("metrics", {}), "metrics").items()
         },
+        verification=_decode_verification(data.get("verification")),
+    )
+
+
+def _decode_verification(value: Any) -> ScalingVerification | None:
+    """A record's verification; None where it has none (not verified yet, or stored before it existed)."""
+    if value is None:
+        return None
+    v = _obj(value, "record.verification")
+    vertices = {}
+    for vid, item in _obj(v.get("vertices"), "record.verification.vertices").items():
+        parts = _list(item, "record.verification.vertices")
+        if len(parts) != 3:
+            raise CodecError(f"record.verification.vertices: expected [p, expected, measured], got {item!r}")
+        what = "record.verification.vertices"
+        vertices[vid] = VertexVerification(_int(parts[0], what), _num(parts[1], what), _num(parts[2], what))
+    return ScalingVerification(
+        ts_ms=_int(v.get("ts_ms"), "record.verification.ts_ms"),
+        threshold=_num(v.get("threshold"), "record.verification.threshold"),
+        vertices=vertices,
     )

@@ -6,31 +6,71 @@ new JobID. These are plain values; how they are stored is ``autoscaler.state.sto
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from autoscaler.model import VertexId, frozen_map
 
-__all__ = ["DelayedScaleDown", "JobState", "PendingRescale", "ScalingRecord"]
+__all__ = [
+    "DelayedScaleDown",
+    "JobState",
+    "PendingRescale",
+    "Recommendation",
+    "ScalingRecord",
+    "ScalingVerification",
+    "VertexVerification",
+]
+
+
+class Recommendation(NamedTuple):
+    """One scale-down recommendation of a vertex, remembered for the scale-down delay.
+
+    ``outside_band`` says whether the vertex was outside its utilization band when it was recommended:
+    the band gate counts a delayed scale-down by the flag of the recommendation it applies (reference
+    ``DelayedScaleDown.RecommendedParallelism``). None means not known: stored by a version that did
+    not remember it; the decide stage then uses the current tick's flag, as that version did.
+    """
+
+    ts_ms: int
+    parallelism: int
+    outside_band: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class DelayedScaleDown:
     """A vertex's pending scale-down: when it was first recommended and what was recommended since.
 
-    ``recommendations`` holds (ts_ms, parallelism) with parallelism strictly decreasing, so its first
-    entry inside the interval is the window maximum (the reference's monotonic deque).
+    ``recommendations`` holds :class:`Recommendation` entries with parallelism strictly decreasing, so
+    its first entry inside the interval is the window maximum (the reference's monotonic deque). Plain
+    ``(ts_ms, parallelism)`` pairs are accepted and read as recommendations without a band flag.
     """
 
     first_trigger_ms: int
-    recommendations: tuple[tuple[int, int], ...]
+    recommendations: tuple[Recommendation, ...]
 
-    def add(self, now_ms: int, parallelism: int, interval_ms: int) -> DelayedScaleDown:
-        kept = [(ts, p) for ts, p in self.recommendations if ts >= now_ms - interval_ms and p > parallelism]
-        return DelayedScaleDown(self.first_trigger_ms, (*kept, (now_ms, parallelism)))
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "recommendations", tuple(Recommendation(*r) for r in self.recommendations))
+
+    def add(
+        self, now_ms: int, parallelism: int, interval_ms: int, *, outside_band: bool | None
+    ) -> DelayedScaleDown:
+        """Remember this tick's recommendation: older ones that leave the interval, and those not above
+        it (they can never be the window maximum again; an equal one is replaced so its time and flag
+        are this tick's), are dropped."""
+        kept = [
+            r for r in self.recommendations if r.ts_ms >= now_ms - interval_ms and r.parallelism > parallelism
+        ]
+        latest = Recommendation(now_ms, parallelism, outside_band)
+        return DelayedScaleDown(self.first_trigger_ms, (*kept, latest))
+
+    def peak(self) -> Recommendation:
+        """The window maximum: the recommendation a scale-down applies once its delay has elapsed."""
+        return self.recommendations[0]
 
     def window_max(self) -> int:
-        return self.recommendations[0][1]
+        return self.peak().parallelism
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +87,54 @@ class PendingRescale:
         object.__setattr__(self, "previous", frozen_map(self.previous))
 
 
+class VertexVerification(NamedTuple):
+    """One rescaled vertex measured once its metric window was full again after the rescale.
+
+    ``expected`` is the capacity the decision promised for the parallelism the vertex ran at when
+    measured (the decided one, unless Flink capped it); ``measured`` its true processing rate over that
+    window, NaN when it could not be measured (unknown or infinite: an idle vertex).
+    """
+
+    parallelism: int
+    expected: float
+    measured: float
+
+    @property
+    def ratio(self) -> float:
+        """Measured over expected capacity; NaN when either is unknown."""
+        if not (math.isfinite(self.measured) and math.isfinite(self.expected)) or self.expected <= 0:
+            return math.nan
+        return self.measured / self.expected
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingVerification:
+    """What a rescale delivered, measured once (``autoscaler.evaluate.history.verify_scaling``).
+
+    ``threshold`` is the ratio a vertex had to reach to count as delivering its expected capacity, kept
+    with the verdict so a stored verdict reads the same after the threshold changes.
+    """
+
+    ts_ms: int
+    threshold: float
+    vertices: Mapping[VertexId, VertexVerification]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "vertices", frozen_map({vid: VertexVerification(*v) for vid, v in self.vertices.items()})
+        )
+
+    @property
+    def short(self) -> tuple[VertexId, ...]:
+        """The vertices measured below ``threshold`` of their expected capacity."""
+        return tuple(vid for vid, v in self.vertices.items() if v.ratio < self.threshold)
+
+    @property
+    def as_expected(self) -> bool:
+        """No measured vertex fell short (vertices not measured are not held against the rescale)."""
+        return not self.short
+
+
 @dataclass(frozen=True, slots=True)
 class ScalingRecord:
     """One executed scaling: the parallelism before and after, per changed vertex.
@@ -55,6 +143,8 @@ class ScalingRecord:
     time: ineffective scale-up detection and the observed scalability coefficient read them back
     (``autoscaler.evaluate.history``). A vertex without an entry is simply not judged.
     ``restart_duration_ms`` (set when the rescale is confirmed) feeds restart-time tracking.
+    ``verification`` is what the rescale delivered, measured once over the first full metric window
+    after it was confirmed; None until then (and in records stored before verification existed).
     """
 
     ts_ms: int
@@ -62,6 +152,7 @@ class ScalingRecord:
     confirmed_ms: int | None = None
     restart_duration_ms: int | None = None
     metrics: Mapping[VertexId, tuple[float, float]] = field(default_factory=dict)
+    verification: ScalingVerification | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "changes", frozen_map(self.changes))

@@ -23,6 +23,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 import yaml
@@ -49,6 +51,8 @@ __all__ = [
     "LoadJob",
     "Rest",
     "RestError",
+    "Tick",
+    "TickWatcher",
     "Unavailable",
     "build_load_job",
     "cache_dir",
@@ -70,6 +74,7 @@ SOURCE = "Source: BacklogSource"
 WORK = "Work"
 AGGREGATE = "Aggregate"
 WORK_ID = "674df9b0384c0348e0b9d1034a44c46c"  # Flink derives it from the operator uid "work"
+CLUSTER = "e2e"  # the cluster's name in the daemon's config: a job's key is "e2e/<job name>"
 
 _T = TypeVar("_T")
 
@@ -709,16 +714,29 @@ class LoadJob:
 
 
 class JobWatcher:
-    """Polls ``/jobs/:id`` in the background and keeps every change of the running parallelism."""
+    """Polls the job in the background and keeps every change of the running parallelism.
 
-    def __init__(self, job: LoadJob, every_s: float = 0.5) -> None:
+    By default it reads ``/jobs/:id``. Flink answers that from its metric store and, like every
+    metrics query, starts a new metric fetch whenever the last one is more than
+    ``metrics.fetcher.update-interval`` old: polled twice a second it, not the daemon, sets when Flink
+    fetches (every ~5.1 s: the first poll after 5 s), and the daemon's ticks then read fetches that
+    landed up to a fetch interval before them. ``quiet`` reads ``/jobs/overview`` (the job's state and
+    its running tasks) and ``/jobs/:id/plan`` (each vertex's parallelism, current after an
+    adaptive-scheduler rescale) instead; neither touches the metric store, so only the daemon's
+    queries start fetches, as on a cluster nobody else reads.
+    """
+
+    def __init__(self, job: LoadJob, every_s: float = 0.5, *, quiet: bool = False) -> None:
         self.job = job
         self.every_s = every_s
+        self.quiet = quiet
         self.observations: list[Observation] = []
         self.errors = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"watch-{job.name}", daemon=True)
         self._rest = Rest(job.cluster.url)
+        # The plan names vertices by id only; their names are read once (one fetch, before the watch).
+        self._names = {v["id"]: v["name"] for v in job.details()["vertices"]} if quiet else {}
 
     def __enter__(self) -> JobWatcher:
         self._thread.start()
@@ -729,16 +747,35 @@ class JobWatcher:
         self._thread.join(timeout=30)
         self._rest.close()
 
+    def _observe(self) -> Observation:
+        d = self._rest.get(f"/jobs/{self.job.job_id}")
+        parallelism = {v["name"]: int(v["parallelism"]) for v in d["vertices"]}
+        running = d["state"] == "RUNNING" and all(
+            v["status"] == "RUNNING" and v["tasks"].get("RUNNING", 0) == v["parallelism"]
+            for v in d["vertices"]
+        )
+        return Observation(time.time(), d["state"], parallelism, running)
+
+    def _observe_quietly(self) -> Observation:
+        """The same observation from two answers that start no metric fetch. Every task of the job
+        running, as many as the plan's parallelisms add up to: that plan is the one running (a rescale
+        between the two reads makes the counts differ, so it never counts as running)."""
+        jobs = self._rest.get("/jobs/overview")["jobs"]
+        overview = next(j for j in jobs if j["jid"] == self.job.job_id)
+        nodes = self._rest.get(f"/jobs/{self.job.job_id}/plan")["plan"]["nodes"]
+        parallelism = {self._names.get(n["id"], n["id"]): int(n["parallelism"]) for n in nodes}
+        tasks = overview["tasks"]
+        running = (
+            overview["state"] == "RUNNING"
+            and bool(parallelism)
+            and tasks["running"] == tasks["total"] == sum(parallelism.values())
+        )
+        return Observation(time.time(), overview["state"], parallelism, running)
+
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                d = self._rest.get(f"/jobs/{self.job.job_id}")
-                parallelism = {v["name"]: int(v["parallelism"]) for v in d["vertices"]}
-                running = d["state"] == "RUNNING" and all(
-                    v["status"] == "RUNNING" and v["tasks"].get("RUNNING", 0) == v["parallelism"]
-                    for v in d["vertices"]
-                )
-                obs = Observation(time.time(), d["state"], parallelism, running)
+                obs = self._observe_quietly() if self.quiet else self._observe()
                 last = self.observations[-1] if self.observations else None
                 if last is None or (last.state, last.parallelism, last.running) != (
                     obs.state,
@@ -825,12 +862,20 @@ class DaemonProcess:
         return f"sqlite:///{self.state_file}"
 
     @property
+    def decisions_dir(self) -> Path:
+        return self.work_dir / f"{self.name}-decisions"
+
+    def decision_file(self, job_name: str) -> Path:
+        """Where the daemon keeps the job's newest decision, rewritten after each of its ticks."""
+        return self.decisions_dir / f"{quote(f'{CLUSTER}/{job_name}', safe='')}.json"
+
+    @property
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def write_config(self) -> Path:
         config: dict[str, Any] = {
-            "clusters": [{"name": "e2e", "rest_url": self.rest_url}],
+            "clusters": [{"name": CLUSTER, "rest_url": self.rest_url}],
             "control_loop_interval": self.control_loop_interval,
             "metrics_address": f"127.0.0.1:{self.metrics_port}",
             "log_format": "json",
@@ -840,6 +885,8 @@ class DaemonProcess:
             "autoscaler": dict(self.autoscaler),
             # The durable store (SQLite), one per daemon of a test: a restart finds its state again.
             "state_url": self.state_url,
+            # Each job's newest decision, the tick's evaluation with it (read by TickWatcher).
+            "decisions_dir": str(self.decisions_dir),
             # A stable name, as the systemd unit gives: a restarted daemon takes its cluster lease
             # back at once instead of waiting for the killed process's lease to run out.
             "instance_id": f"e2e-{self.name}",
@@ -998,3 +1045,127 @@ class DaemonProcess:
         return sum(
             v for k, v in self.metrics().items() if k.startswith(name + "{") and all(w in k for w in wanted)
         )
+
+
+# ============================================================================================ ticks
+@dataclass(frozen=True)
+class Tick:
+    """One tick's outcome for a job and the evaluation behind it, as the daemon saved it."""
+
+    t: float  # the tick's time (Unix seconds, the daemon's clock)
+    outcome: str  # a Reason value
+    detail: str
+    window_samples: int | None
+    scaled: bool
+    vertices: Mapping[str, Mapping[str, Any]]  # vertex name -> its record (records/s; None: not measured)
+
+    def vertex(self, name: str) -> Mapping[str, Any] | None:
+        """The record of the vertex whose name starts with ``name``; None if the tick evaluated none."""
+        return next((v for n, v in self.vertices.items() if n.startswith(name)), None)
+
+    def value(self, name: str, metric: str) -> float | None:
+        v = self.vertex(name)
+        return None if v is None or v.get(metric) is None else float(v[metric])
+
+
+@dataclass(frozen=True)
+class WindowRow:
+    """One sample of a vertex as the daemon stored it in its metric window."""
+
+    t: float  # the sample's time (Unix seconds)
+    running_since: float
+    num_records_in: float | None
+    pending_records: float | None
+
+
+class TickWatcher:
+    """Every tick's decision for one job, and every window row of one vertex, read in the background.
+
+    The daemon rewrites the job's newest decision (``DaemonProcess.decision_file``) after each of its
+    ticks, with that tick's evaluation; polling it several times per tick keeps every tick
+    (``ticks``). The stored metric window (the SQLite state file, opened read-only: WAL lets it be
+    read while the daemon writes) is trimmed as the window slides; polling it keeps every row the
+    window ever held for ``vertex_id`` (``window``): the samples the ticks' rates came from.
+    """
+
+    def __init__(self, daemon: DaemonProcess, job: LoadJob, vertex_id: str, every_s: float = 0.25) -> None:
+        self.daemon = daemon
+        self.job = job
+        self.vertex_id = vertex_id
+        self.every_s = every_s
+        self.ticks: list[Tick] = []
+        self.window: dict[float, WindowRow] = {}
+        self.errors = 0
+        self._file = daemon.decision_file(job.name)
+        self._seen_ms: int | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=f"ticks-{job.name}", daemon=True)
+
+    def __enter__(self) -> TickWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self.poll()
+
+    def _run(self) -> None:
+        rounds = 0
+        while not self._stop.is_set():
+            try:
+                self._read_decision()
+                if rounds % 4 == 0:
+                    self._read_window()
+            except Exception:  # a half-created file or a locked database: the next round reads it
+                self.errors += 1
+            rounds += 1
+            self._stop.wait(self.every_s)
+
+    def poll(self) -> None:
+        """Read both once more now (after the daemon stopped, to keep its last tick)."""
+        self._read_decision()
+        self._read_window()
+
+    def _read_decision(self) -> None:
+        try:
+            data = json.loads(self._file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return
+        with self._lock:
+            if data["ts_ms"] == self._seen_ms:
+                return
+            self._seen_ms = data["ts_ms"]
+            self.ticks.append(
+                Tick(
+                    t=data["ts_ms"] / 1000,
+                    outcome=data["outcome"],
+                    detail=data["detail"],
+                    window_samples=data.get("window_samples"),
+                    scaled=bool(data.get("scaled")),
+                    vertices={v["name"]: v for v in data.get("vertices", ())},
+                )
+            )
+
+    def _read_window(self) -> None:
+        if not self.daemon.state_file.exists():
+            return
+        db = sqlite3.connect(f"{self.daemon.state_file.as_uri()}?mode=ro", uri=True, timeout=5)
+        try:
+            rows = db.execute(
+                "SELECT ts_ms, running_since_ms, num_records_in, pending_records "
+                "FROM autoscaler_metric_window WHERE job_key = ? AND vertex = ?",
+                (f"{CLUSTER}/{self.job.name}", self.vertex_id),
+            ).fetchall()
+        except sqlite3.OperationalError:  # the daemon has not created its schema yet
+            return
+        finally:
+            db.close()
+        with self._lock:
+            for ts_ms, since_ms, records_in, pending in rows:
+                self.window[ts_ms / 1000] = WindowRow(ts_ms / 1000, since_ms / 1000, records_in, pending)
+
+    def snapshot(self) -> tuple[list[Tick], list[WindowRow]]:
+        with self._lock:
+            return list(self.ticks), [self.window[t] for t in sorted(self.window)]

@@ -28,7 +28,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "example.yaml"
 
 
 class Running:
-    """A daemon whose evaluator wants Work at 3, and the CLI arguments that point at what it writes."""
+    """A daemon whose evaluator wants Work at 3 (each subtask processing 1000 rec/s, so a rescale
+    delivers what it promised), and the CLI arguments that point at what it writes."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.clock = FakeClock()
@@ -47,7 +48,7 @@ class Running:
         )
         self.daemon = Daemon(
             settings,
-            evaluator=StubEvaluator({"Work": 3}),
+            evaluator=StubEvaluator({"Work": 3}, tpr={"Work": lambda p: 1000.0 * p}),
             clock=self.clock,
             state=self.stores.state,
             events=self.stores.events,
@@ -90,12 +91,12 @@ async def test_status_shows_each_job_its_vertices_and_last_decision(running, cap
     assert table["Work"][1:3] == ["1", "3"]  # parallelism 1, going to 3
     assert table["prod"][1] == running.daemon.settings.instance_id  # the daemon holding the lease
 
-    await running.tick(60)  # the job restarted and runs at 3: in band
+    await running.tick(60)  # the job restarted and runs at 3: in band, and the rescale is verified
     assert main(["status", *running.args]) == 0
     table = rows(capsys.readouterr().out)
     assert "InBand (0 s ago)" in table["prod/orders"]
     assert "rescale pending" not in table["prod/orders"][2]
-    assert table["prod/orders"][-1] == "ScalingConfirmed: rescale running: Work 3"
+    assert table["prod/orders"][-1].startswith("ScalingVerified: Rescale of")
     assert table["Work"][1:3] == ["3", "3"]
     assert table["Source: BacklogSource"][1:3] == ["1", "1"]
 
@@ -116,6 +117,32 @@ async def test_explain_says_why_in_plain_words(running, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "[InBand]" in out and "BLOCKED" in out and "utilization band" in out
     assert "ScalingConfirmed" in out
+
+
+async def test_explain_shows_the_last_decisions_and_what_the_rescale_delivered(running, capsys):
+    await running.tick(10)  # scales Work 1 -> 3
+    await running.tick(60)  # running at 3, the window full: in band, and the rescale verified
+    for _ in range(3):
+        await running.tick(10)  # in band again: the same decision, one run
+    assert main(["explain", "orders", "--last", "3", *running.args]) == 0
+    out = capsys.readouterr().out
+    latest, _, earlier = out.partition("Earlier decisions, newest first:")
+    assert "[InBand] (the same for 3 ticks since" in latest
+    verifying, _, rescale = earlier.partition("SCALED [Scaling]")
+    assert (
+        "This tick verified the rescale at" in verifying and "gates: BLOCKED at utilization band" in verifying
+    )
+    assert "Work: p 1 -> 3 (recommended 3)" in rescale and "gates: all passed" in rescale
+    assert "Verification at" in rescale and "the expected capacity was delivered" in rescale
+    assert "Work: parallelism 1 -> 3: 3,000 rec/s at full load of 3,000 rec/s expected (100%)" in rescale
+    assert "ScalingVerified" in latest  # among the recent events
+
+    assert main(["explain", "orders", "--last", "1", *running.args]) == 0
+    assert "Earlier decisions" not in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_code:
+        main(["explain", "orders", "--last", "0", *running.args])
+    assert exit_code.value.code == 2
+    assert "expected a whole number of decisions, 1 or more, got '0'" in capsys.readouterr().err
 
 
 async def test_explain_of_an_unknown_job_lists_the_known_ones(running, capsys):

@@ -11,7 +11,7 @@ from autoscaler.decide import VertexChange, decide
 from autoscaler.model import HEAP_USAGE_RATIO, TaskManagerSample
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
-from autoscaler.state import JobState, PendingRescale
+from autoscaler.state import DelayedScaleDown, JobState, PendingRescale
 from autoscaler.testing import make_evaluation, vertex_eval
 
 MIN = 60_000
@@ -115,6 +115,38 @@ class TestScaleDownInterval:
             state = d.state
         assert state.delayed_scale_down["work"].first_trigger_ms == 8 * MIN
 
+    def flagged(self, steps, state=None):
+        """Like ``run``, with each tick's band flag: (minute, target, outside band)."""
+        state, results = state or JobState(), []
+        for minute, target, outside in steps:
+            ev = make_evaluation([vertex_eval("work", 10, target, outside_band=outside)], options=self.opts)
+            d = decide(ev, state, self.opts, minute * MIN)
+            state = d.state
+            results.append((d.outcome, {k: c.target for k, c in d.changes.items()}))
+        return results
+
+    def test_the_gate_uses_the_flag_of_the_recommendation_it_applies(self):
+        """Reference DelayedScaleDown: the window maximum (8, recommended in band) is applied, so it is
+        its flag that counts: this tick's outside-band 6 does not open the gate for an in-band 8."""
+        res = self.flagged([(0, 8, False), (5, 6, True), (10, 6, True)])
+        assert res[2] == (Reason.IN_BAND, {})
+        # Once the in-band 8 has left the window, the outside-band 6 is the maximum and applies.
+        assert self.flagged([(0, 8, False), (5, 6, True), (10, 6, True), (11, 6, True)])[3] == (
+            Reason.SCALING,
+            {"work": 6},
+        )
+
+    def test_a_maximum_recommended_outside_the_band_applies_though_this_tick_is_inside(self):
+        res = self.flagged([(0, 6, True), (10, 5, False)])
+        assert res[1] == (Reason.SCALING, {"work": 6})
+
+    @pytest.mark.parametrize(("outside_now", "expected"), [(True, Reason.SCALING), (False, Reason.IN_BAND)])
+    def test_a_recommendation_from_older_state_without_a_flag_uses_this_ticks(self, outside_now, expected):
+        """State written before the flags were kept decides as that version did: by this tick's flag."""
+        older = JobState(delayed_scale_down={"work": DelayedScaleDown(0, ((0, 6),))})
+        res = self.flagged([(10, 5, outside_now)], older)
+        assert res[0][0] is expected and res[0][1] == ({"work": 6} if outside_now else {})
+
     def test_zero_interval_scales_down_immediately(self):
         opts = AutoscalerOptions(enabled=True, scale_down_interval="0 s")
         ev = make_evaluation([vertex_eval("work", 10, 6)], options=opts)
@@ -208,3 +240,17 @@ def test_quota_with_unknown_taskmanagers_never_blocks():
     opts = AutoscalerOptions(enabled=True, quota_cpu=0, quota_memory=0)
     ev = make_evaluation([vertex_eval("work", 4, 60)], options=opts)
     assert outcome(ev, options=opts) == (Reason.SCALING, {"work": (4, 60)})
+
+
+def test_a_load_change_drops_the_delayed_scale_downs_of_the_old_load():
+    """The window restarted where the load changed: recommendations made for the old load, or on a
+    window that straddled the change, must not size the job for the new one (ours, window.py)."""
+    pending = JobState(delayed_scale_down={"work": DelayedScaleDown(0, ((0, 6), (5_000, 3)))})
+    ev = replace(
+        make_evaluation([vertex_eval("work", 10, 3)], not_ready=Reason.WINDOW_NOT_FULL), load_change_ms=5_000
+    )
+    res = decide(ev, pending, AutoscalerOptions(enabled=True), now_ms=10_000)
+    assert res.outcome is Reason.WINDOW_NOT_FULL and res.state.delayed_scale_down == {}
+    assert "the offered load changed at" in res.detail
+    kept = decide(replace(ev, load_change_ms=None), pending, AutoscalerOptions(enabled=True), now_ms=10_000)
+    assert kept.state.delayed_scale_down == pending.delayed_scale_down  # not ready alone keeps them

@@ -92,3 +92,98 @@ def test_open_reader_says_what_it_cannot_show(tmp_path):
     _, notes, close = open_reader("memory://", tmp_path)
     close()
     assert "memory://" in notes[0]
+
+
+# ---------------------------------------------------------------------------------------- last decisions
+ORDERS = JobRef("prod", "a" * 32, "orders")
+KEY = "prod%2Forders"
+
+
+class Counting(JsonDecisionDir):
+    """Counts the files each save replaces, by suffix."""
+
+    def __init__(self, directory: Path, keep: int = 20) -> None:
+        super().__init__(directory, keep)
+        self.writes: list[str] = []
+
+    def _replace(self, target: Path, text: str) -> None:
+        self.writes.append(target.name.removeprefix(KEY))
+        super()._replace(target, text)
+
+
+def alternating(n: int, start: int = 0) -> list:
+    """n decisions that each differ from the one before (so none extends a run)."""
+    reasons = (Reason.IN_BAND, Reason.SCALE_DOWN_DELAYED)
+    return [record(ORDERS, reasons[i % 2], NOW + (start + i) * 10_000) for i in range(n)]
+
+
+def test_the_last_n_decisions_are_kept_and_older_ones_pruned(tmp_path):
+    writer = JsonDecisionDir(tmp_path, keep=3)
+    for r in alternating(5):
+        writer.save_decision(r)
+    kept = JsonDecisionDir(tmp_path, keep=3).load_history("prod/orders")
+    assert [r.ts_ms for r in kept] == [NOW + 20_000, NOW + 30_000, NOW + 40_000]
+    assert len((tmp_path / f"{KEY}.history.jsonl").read_text().splitlines()) == 2  # the newest is apart
+    assert JsonDecisionDir(tmp_path).load_decisions()["prod/orders"] == kept[-1]
+    memory = MemoryDecisions(keep=3)
+    for r in alternating(5):
+        memory.save_decision(r)
+    assert memory.load_history("prod/orders") == kept
+    assert StoreReader(memory).history("prod/orders") == kept
+    assert memory.load_decisions() == {"prod/orders": kept[-1]}
+
+
+def test_a_run_of_the_same_decision_rewrites_only_the_newest_file(tmp_path):
+    writer = Counting(tmp_path)
+    writer.save_decision(record(ORDERS, Reason.SCALING, NOW))
+    for i in range(1, 6):
+        writer.save_decision(record(ORDERS, Reason.IN_BAND, NOW + i * 10_000))
+    # the rescale; the in-band decision after it (the rescale joins the earlier ones); 4 more ticks of it
+    assert writer.writes == [".json", ".history.jsonl", ".json", *[".json"] * 4]
+    scaled, in_band = JsonDecisionDir(tmp_path).load_history("prod/orders")
+    assert scaled.outcome == Reason.SCALING
+    assert (in_band.first_ms, in_band.ts_ms, in_band.ticks) == (NOW + 10_000, NOW + 50_000, 5)
+
+
+def test_a_restarted_daemon_continues_the_decisions_on_disk(tmp_path):
+    JsonDecisionDir(tmp_path).save_decision(record(ORDERS, Reason.SCALING, NOW))
+    JsonDecisionDir(tmp_path).save_decision(record(ORDERS, Reason.IN_BAND, NOW + 10_000))
+    again = JsonDecisionDir(tmp_path)  # a new process
+    again.save_decision(record(ORDERS, Reason.IN_BAND, NOW + 20_000))
+    kept = again.load_history("prod/orders")
+    assert [(r.outcome, r.ticks) for r in kept] == [(Reason.SCALING, 1), (Reason.IN_BAND, 2)]
+
+
+def test_a_directory_written_before_the_history_reads_as_one_decision_per_job(tmp_path):
+    """What an older daemon wrote (``<key>.json`` alone) is the job's only decision, and is continued."""
+    old = record(ORDERS, Reason.SCALING, NOW)
+    (tmp_path / f"{KEY}.json").write_text(old.to_json())
+    assert JsonDecisionDir(tmp_path).load_history("prod/orders") == [old]
+    writer = JsonDecisionDir(tmp_path)
+    writer.save_decision(record(ORDERS, Reason.IN_BAND, NOW + 10_000))
+    assert [r.ts_ms for r in writer.load_history("prod/orders")] == [NOW, NOW + 10_000]
+    assert JsonDecisionDir(tmp_path).load_history("prod/nothing") == []
+
+
+def test_a_reader_between_the_two_writes_sees_each_decision_once(tmp_path):
+    """The earlier decisions are replaced first: for a moment they hold the newest file's decision too."""
+    first, second = alternating(2)
+    lines = f"{first.to_json()}\n{second.to_json()}\n"
+    (tmp_path / f"{KEY}.history.jsonl").write_text(lines)
+    (tmp_path / f"{KEY}.json").write_text(second.to_json())  # not replaced by the third one yet
+    assert JsonDecisionDir(tmp_path).load_history("prod/orders") == [first, second]
+
+
+def test_unreadable_earlier_decisions_are_skipped(tmp_path):
+    first, second = alternating(2)
+    (tmp_path / f"{KEY}.history.jsonl").write_text(f"{{broken\n[]\n{first.to_json()}\n")
+    (tmp_path / f"{KEY}.json").write_text(second.to_json())
+    assert JsonDecisionDir(tmp_path).load_history("prod/orders") == [first, second]
+
+
+@pytest.mark.parametrize("keep", [0, -1, 1001])
+def test_the_number_of_decisions_to_keep_is_bounded(tmp_path, keep):
+    with pytest.raises(ValueError, match=r"decisions to keep per job must be 1\.\.1000"):
+        JsonDecisionDir(tmp_path, keep=keep)
+    with pytest.raises(ValueError, match="decisions to keep"):
+        MemoryDecisions(keep=keep)

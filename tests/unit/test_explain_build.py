@@ -6,6 +6,7 @@ Assertions look for key phrases and reason codes, never whole strings, so wordin
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -21,12 +22,13 @@ from autoscaler.explain import (
     record_from_outcome,
 )
 from autoscaler.flink.models import ParallelismBounds
+from autoscaler.model import ScaleUpGain
 from autoscaler.outcome import JobOutcome
 from autoscaler.plugins.chain import ChainResult, PluginOutcome
 from autoscaler.realize import RealizeResult
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
-from autoscaler.state import JobState, PendingRescale
+from autoscaler.state import JobState, PendingRescale, ScalingRecord, ScalingVerification, VertexVerification
 from autoscaler.testing import JOB, make_evaluation, vertex_eval
 
 
@@ -126,3 +128,59 @@ def test_scaling_interval_min_gives_the_cooldown_after_a_rescale():
     record = record_from_outcome(outcome_of(scale_up_evaluation(options), options=options, realized=realized))
     assert record.cooldown_until_ms == NOW + 300_000
     assert "No rescale before" in explain(record, now_ms=NOW)
+
+
+def test_metrics_unknown_blocks_at_its_own_gate_and_is_not_called_in_band():
+    """Issue 11 item 6: every rate NaN is not "every vertex is within its band"."""
+    nan = float("nan")
+    unknown = [
+        replace(vertex_eval(vid, 2), true_processing_rate=nan, target_data_rate=nan)
+        for vid in ("src", "work")
+    ]
+    record = record_from_outcome(outcome_of(make_evaluation(unknown)))
+    gates = verdicts(record)
+    assert record.outcome == Reason.METRICS_UNKNOWN
+    assert record.blocked_by is not None and record.blocked_by.gate == "metrics known"
+    assert gates["metrics ready"] == PASSED and gates["utilization band"] == NOT_REACHED
+    text = explain(record)
+    assert "[MetricsUnknown]" in text and "unknown" in text and "utilization band" not in text.split("\n")[1]
+    assert text.count("metrics unknown, not judged") == 2  # each vertex says so
+
+
+def test_an_ineffective_scale_up_shows_what_it_promised_and_delivered():
+    v = replace(
+        vertex_eval("work", 4, 8, tpr=420.0),
+        ineffective_scale_up=True,
+        scale_up_gain=ScaleUpGain(400.0, 20.0),
+    )
+    record = record_from_outcome(outcome_of(make_evaluation([v])))
+    work = record.vertices[0]
+    assert (work.expected_increase, work.actual_increase) == (400.0, 20.0)
+    assert "ineffective: it raised the rate by 20 rec/s of the 400 rec/s expected" in explain(record)
+    assert DecisionRecord.from_json(record.to_json()) == record
+    older = record.to_dict()  # a record saved before the increases were kept
+    for vertex in older["vertices"]:
+        del vertex["expected_increase"], vertex["actual_increase"]
+    assert DecisionRecord.from_dict(older).vertices[0].expected_increase is None
+
+
+def test_the_tick_that_verified_a_rescale_records_the_verdict_with_vertex_names():
+    """The decide stage put the verdict on the rescale's record in the state; the record of that tick
+    carries it, and explain says which rescale it judged and how it did."""
+    verification = ScalingVerification(NOW, 0.9, {"work": VertexVerification(3, 3000.0, 2100.0)})
+    scaled = ScalingRecord(NOW - 600_000, {"work": (1, 3)}, NOW - 540_000, verification=verification)
+    evaluation = make_evaluation([vertex_eval("work", 3, tpr=2100.0)])
+    record = record_from_outcome(outcome_of(evaluation, JobState(history=(scaled,))))
+    v = record.verification
+    assert v is not None and (v.rescale_ts_ms, v.ts_ms, v.as_expected) == (NOW - 600_000, NOW, False)
+    assert [(x.name, x.before, x.decided, x.parallelism, x.ratio) for x in v.vertices] == [
+        ("work", 1, 3, 3, 0.7)
+    ]
+    text = explain(record)
+    assert "This tick verified the rescale at" in text and "LESS capacity than expected (below 90%)" in text
+    assert "work: parallelism 1 -> 3: 2,100 rec/s at full load of 3,000 rec/s expected (70%)" in text
+    earlier = replace(verification, ts_ms=NOW - 60_000)  # verified by an earlier tick: not this one's
+    older = record_from_outcome(
+        outcome_of(evaluation, JobState(history=(replace(scaled, verification=earlier),)))
+    )
+    assert older.verification is None

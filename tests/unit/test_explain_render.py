@@ -1,4 +1,5 @@
-"""The ``status`` table: jobs, their vertices, cooldowns and last events, and who acts on each cluster.
+"""The ``status`` table: jobs, their vertices, cooldowns and last events, and who acts on each cluster;
+and ``explain``'s earlier decisions with their inputs and a rescale's verification.
 
 Assertions look for key phrases and reason codes, never whole strings, so wording can improve freely.
 """
@@ -10,7 +11,16 @@ from dataclasses import replace
 from explain_outcomes import NOW, outcome_of, scale_up_evaluation
 
 from autoscaler.events import Event, EventType
-from autoscaler.explain import record_from_outcome, status_table
+from autoscaler.explain import (
+    DecisionRecord,
+    VerificationRecord,
+    VerifiedVertex,
+    add_decision,
+    explain,
+    record_from_outcome,
+    status_table,
+)
+from autoscaler.realize import RealizeResult
 from autoscaler.reasons import Reason
 from autoscaler.state import JobState, PendingRescale
 from autoscaler.state.store import Lease
@@ -57,3 +67,48 @@ def test_status_table_names_who_acts_on_each_cluster():
 
 def test_status_table_without_jobs_says_so():
     assert "no jobs recorded yet" in status_table({}, {}, NOW)
+
+
+# ---------------------------------------------------------------------------------------- earlier decisions
+def kept_decisions() -> tuple[DecisionRecord, ...]:
+    """A rescale (under an older scale-down.max-factor), the tick that verified it, then 29 in band."""
+    rescale = record_from_outcome(outcome_of(scale_up_evaluation(), realized=RealizeResult(True, {})))
+    older = tuple((k, "0.5" if k == "scale-down.max-factor" else v) for k, v in rescale.options)
+    rescale = replace(rescale, ts_ms=NOW - 900_000, options=older)
+    in_band = record_from_outcome(outcome_of(make_evaluation([vertex_eval("work", 3, outside_band=False)])))
+    work = VerifiedVertex("work", "work", 1, 3, 3, expected=3000.0, measured=2950.0, ratio=2950 / 3000)
+    verified = VerificationRecord(NOW - 900_000, NOW - 300_000, 0.9, True, (work,))
+    kept = add_decision((), rescale, 20)
+    kept = add_decision(kept, replace(in_band, ts_ms=NOW - 300_000, verification=verified), 20)
+    for ts in range(NOW - 290_000, NOW + 1, 10_000):
+        kept = add_decision(kept, replace(in_band, ts_ms=ts), 20)
+    return kept
+
+
+def test_explain_shows_earlier_decisions_newest_first_with_their_inputs_and_verification():
+    *earlier, last = kept_decisions()
+    text = explain(last, now_ms=NOW, earlier=earlier)
+    head, _, rest = text.partition("Earlier decisions, newest first:")
+    assert "[InBand] (the same for 30 ticks since" in head
+    verifying, _, rescale = rest.partition("SCALED [Scaling]")
+    assert "[InBand]" in verifying and "This tick verified the rescale at" in verifying
+    assert "gates: BLOCKED at utilization band" in verifying
+    # the rescale's inputs: backlog, each vertex's rates and thresholds, the gates, the settings then
+    assert "backlog processing: no, 10 samples in the window" in rescale
+    assert (
+        "work: p 1 -> 3 (recommended 3), load 50%, capacity 1,000 rec/s, must process 1,500 rec/s" in rescale
+    )
+    assert "scale-up below 1,500 rec/s, scale-down above 3,750 rec/s" in rescale
+    assert "gates: all passed" in rescale
+    assert "settings then: scale-down.max-factor = 0.5 (later 0.6)" in rescale
+    assert "Verification at" in rescale and "the expected capacity was delivered" in rescale
+    assert "work: parallelism 1 -> 3: 2,950 rec/s at full load of 3,000 rec/s expected (98%)" in rescale
+
+
+def test_a_rescale_not_verified_yet_says_so_and_one_rescaled_again_says_it_never_will_be():
+    rescale = record_from_outcome(outcome_of(scale_up_evaluation(), realized=RealizeResult(True, {})))
+    text = explain(rescale, now_ms=NOW)
+    assert "Verification: none yet" in text and "Earlier decisions" not in text
+    earlier = replace(rescale, ts_ms=NOW - 600_000)
+    text = explain(rescale, now_ms=NOW, earlier=[earlier])
+    assert "Verification: none (the job was rescaled again before it could be measured)" in text

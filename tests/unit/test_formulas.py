@@ -165,6 +165,20 @@ def test_observed_tpr_switch_at_vertex_level() -> None:
     )
 
 
+def test_with_counter_rates_the_observed_tpr_only_stands_in_for_an_unknown_busy_tpr() -> None:
+    """Ours: a back-pressured source right after a step up. Its counters say 1250 rec/s at 12.5 ms/s
+    busy (TPR 100000); the observed TPR divides the ramping 60 s meter by the ramping back-pressure
+    gauge and reads ~2000. With counter rates the busy TPR stands; with meters the reference rule."""
+    topo = topology({"src": 1})
+    backpressured = {"in_rate": 1250.0, "lag_rate": 2000.0, "lag": 0.0, "in_per_s": 1000.0}
+    a = agg(**backpressured, counter_busy_ms=12.5, busy_ms=500.0, observed=(4000.0, 2))
+    assert evaluate(topo, {"src": a})[0]["src"].true_processing_rate == pytest.approx(100000.0)
+    meters = AutoscalerOptions(prefer_counter_rates=False)
+    assert evaluate(topo, {"src": a}, meters)[0]["src"].true_processing_rate == 2000.0
+    unknown = agg(**{**backpressured, "in_rate": 0.0}, counter_busy_ms=0.0, observed=(4000.0, 2))
+    assert evaluate(topo, {"src": unknown})[0]["src"].true_processing_rate == 2000.0  # busy TPR inf
+
+
 def test_restart_time_override_and_avg_aggregator() -> None:
     """§1.9: a tracked restart time replaces restart.time in the restart catch-up term."""
     topo = topology({"src": 4})
@@ -275,13 +289,14 @@ def test_ineffective_scale_up_is_flagged_and_blocked_only_when_enabled() -> None
     history = [scaled(2, 4, 400.0, 800.0)]
     flagged = evaluate_vertices(job_sample(topo), {"src": a}, DEFAULTS, None, history)[0]["src"]
     assert flagged.ineffective_scale_up and flagged.target_parallelism == 16  # reported, not blocked
+    assert flagged.scale_up_gain == (400.0, 20.0)  # (expected, actual) increase: what the event states
     on = AutoscalerOptions(scaling_effectiveness_detection_enabled=True)
     blocked = evaluate_vertices(job_sample(topo, on), {"src": a}, on, None, history)[0]["src"]
     assert blocked.ineffective_scale_up and blocked.target_parallelism == 4
     assert blocked.expected_processing_rate == 420.0 and blocked.outside_band
     effective = [scaled(2, 4, 400.0, 500.0)]  # promised +100, got +20: 0.2 >= 0.1
     ok = evaluate_vertices(job_sample(topo, on), {"src": a}, on, None, effective)[0]["src"]
-    assert not ok.ineffective_scale_up and ok.target_parallelism == 16
+    assert not ok.ineffective_scale_up and ok.target_parallelism == 16 and ok.scale_up_gain is None
 
 
 def test_ineffective_check_only_guards_further_scale_ups() -> None:

@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from autoscaler.evaluate.history import (
+    VERIFICATION_THRESHOLD,
     VertexScaling,
+    ineffective_scale_up,
     is_ineffective_scale_up,
     last_scaling,
     record_metrics,
     restart_time_s,
     scalability_coefficient,
     trim_history,
+    verify_last_scaling,
+    verify_scaling,
     vertex_history,
 )
-from autoscaler.model import JobEvaluation
+from autoscaler.model import JobEvaluation, ScaleUpGain
 from autoscaler.settings import AutoscalerOptions
-from autoscaler.state import ScalingRecord
+from autoscaler.state import ScalingRecord, ScalingVerification, VertexVerification
 from autoscaler.testing import make_evaluation, vertex_eval
 
 NAN = math.nan
@@ -119,6 +124,16 @@ def test_ineffective_scale_up(
     assert got is expected
 
 
+def test_an_ineffective_scale_up_states_the_expected_and_the_actual_increase() -> None:
+    """Reference JobVertexScalerTest: 10 -> 20 at TPR 90 promised 180 (an increase of 90.0); TPR 95 at 20
+    is an increase of 5.0, 5.6 % of it: ineffective, and both increases are what the event states."""
+    last = VertexScaling(0, 10, 20, 90.0, 180.0)
+    gain = ineffective_scale_up(last, parallelism=20, true_processing_rate=95.0, threshold=0.1)
+    assert gain == ScaleUpGain(expected=90.0, actual=5.0)
+    effective = ineffective_scale_up(last, parallelism=20, true_processing_rate=180.0, threshold=0.1)
+    assert effective is None  # the whole promised increase arrived
+
+
 def entries(*points: tuple[int, float]) -> list[VertexScaling]:
     return [VertexScaling(i, p, p + 1, r, NAN) for i, (p, r) in enumerate(points)]
 
@@ -168,3 +183,96 @@ def test_record_metrics_uses_the_applied_parallelism() -> None:
     evaluation: JobEvaluation = make_evaluation([vertex_eval("a", 2, 4, tpr=100.0), vertex_eval("b", 3)])
     got = record_metrics(evaluation, {"a": (2, 5), "gone": (1, 2)})
     assert got == {"a": (100.0, 250.0)}  # 100 / 2 * 5; unknown vertices are skipped
+
+
+# ---------------------------------------------------------------------------------------------- verification
+WINDOW_MS = 15 * 60_000
+# Work scaled 2 -> 4 at 10 s with a TPR of 1000 rec/s, so 2000 expected; confirmed at 60 s. The job's
+# RUNNING timestamp (0) is from before the rescale unless a test says the job restarted.
+SCALED = ScalingRecord(10_000, {"w": (2, 4)}, confirmed_ms=60_000, metrics={"w": (1000.0, 2000.0)})
+LATER = 60_000 + WINDOW_MS  # a window entirely after the confirmation
+
+
+def verify(record: ScalingRecord = SCALED, now_ms: int = LATER, running_since_ms: int = 0, **measured):
+    return verify_scaling(
+        record,
+        {vid: m for vid, m in measured.items()},
+        now_ms=now_ms,
+        running_since_ms=running_since_ms,
+        metrics_window_ms=WINDOW_MS,
+    )
+
+
+def test_a_rescale_that_delivered_its_expected_capacity_is_verified_as_expected() -> None:
+    got = verify(w=(4, 1950.0))
+    assert got == ScalingVerification(
+        LATER, VERIFICATION_THRESHOLD, {"w": VertexVerification(4, 2000.0, 1950.0)}
+    )
+    assert got.vertices["w"].ratio == 0.975 and got.as_expected and got.short == ()
+
+
+def test_a_rescale_well_below_its_expected_capacity_falls_short() -> None:
+    got = verify(w=(4, 1500.0))
+    assert got is not None and not got.as_expected and got.short == ("w",)
+    assert got.vertices["w"].ratio == 0.75
+    at_threshold = verify(w=(4, 1800.0))  # exactly 90 %: delivered
+    assert at_threshold is not None and at_threshold.as_expected
+
+
+def test_more_capacity_than_expected_is_as_expected() -> None:
+    """A scale-down often leaves each subtask faster (less contention): that is no shortfall."""
+    down = ScalingRecord(0, {"w": (4, 2)}, confirmed_ms=60_000, metrics={"w": (2000.0, 1000.0)})
+    got = verify(down, w=(2, 1300.0))
+    assert got is not None and got.as_expected and got.vertices["w"].ratio == 1.3
+
+
+def test_a_vertex_flink_capped_is_judged_against_the_parallelism_it_got() -> None:
+    """Asked for 4, got 3 (no free slots): 1000 / 2 * 3 = 1500 expected, not 2000."""
+    got = verify(w=(3, 1470.0))
+    assert got is not None and got.vertices["w"] == VertexVerification(3, 1500.0, 1470.0) and got.as_expected
+
+
+def test_nothing_is_verified_before_confirmation_or_twice() -> None:
+    assert verify(replace(SCALED, confirmed_ms=None), w=(4, 2000.0)) is None
+    done = replace(SCALED, verification=ScalingVerification(LATER, 0.9, {}))
+    assert verify(done, w=(4, 2000.0)) is None
+
+
+def test_a_window_that_may_hold_samples_from_before_the_rescale_waits() -> None:
+    """Without a restart seen after the rescale, the window must be younger than the confirmation."""
+    assert verify(now_ms=LATER - 1, w=(4, 2000.0)) is None
+    assert verify(now_ms=LATER, w=(4, 2000.0)) is not None
+    # The job restarted after the rescale was requested: its window holds only samples after it.
+    assert verify(now_ms=120_000, running_since_ms=15_000, w=(4, 2000.0)) is not None
+
+
+def test_unknown_rates_are_not_measured_and_a_rescale_with_nothing_measured_waits() -> None:
+    two = ScalingRecord(
+        0,
+        {"w": (2, 4), "x": (1, 2), "y": (1, 3)},
+        confirmed_ms=60_000,
+        metrics={"w": (1000.0, 2000.0), "x": (500.0, 1000.0), "y": (NAN, NAN)},  # y: TPR unknown then
+    )
+    got = verify(two, w=(4, 1000.0), x=(2, math.inf), y=(3, 900.0))  # x idle now: TPR infinite
+    assert got is not None and set(got.vertices) == {"w", "x"}  # y had no expectation: not judged
+    assert math.isnan(got.vertices["x"].measured) and math.isnan(got.vertices["x"].ratio)
+    assert got.short == ("w",)  # x, not measured, is not held against the rescale
+    assert verify(two, w=(4, NAN), x=(2, math.inf)) is None  # nothing measured: a later window tries
+    assert verify(w=(4, 2000.0), gone=(1, 5.0)) is not None and verify(gone=(1, 5.0)) is None
+
+
+def test_verify_last_scaling_reads_the_newest_record_and_the_evaluation() -> None:
+    evaluation = make_evaluation([vertex_eval("w", 4, tpr=1900.0)], running_since_ms=30_000)
+    older = ScalingRecord(-100, {"w": (1, 2)}, confirmed_ms=-50, metrics={"w": (500.0, 1000.0)})
+    got = verify_last_scaling((older, SCALED), evaluation, 90_000)
+    assert got is not None and got.ts_ms == SCALED.ts_ms
+    assert got.verification == ScalingVerification(90_000, 0.9, {"w": VertexVerification(4, 2000.0, 1900.0)})
+    assert verify_last_scaling((), evaluation, 90_000) is None
+
+
+def test_trimming_keeps_the_verification_of_the_vertices_it_keeps() -> None:
+    verification = ScalingVerification(5, 0.9, {"a": (2, 10.0, 9.0), "b": (3, 20.0, 19.0)})
+    older = rec(0, {"a": (1, 2), "b": (1, 3)})
+    history = (replace(older, verification=verification), *(rec(i, {"b": (i, i + 1)}) for i in range(1, 4)))
+    (first, *_) = trim_history(history, 10, AutoscalerOptions(history_max_count=3))
+    assert set(first.changes) == {"a"} and set(first.verification.vertices) == {"a"}

@@ -8,7 +8,14 @@ from datetime import timedelta
 import pytest
 from formula_builders import INF
 
-from autoscaler.evaluate.javamath import java_div, java_max, java_round, whole_seconds
+from autoscaler.evaluate.javamath import (
+    java_div,
+    java_double_text,
+    java_fixed,
+    java_max,
+    java_round,
+    whole_seconds,
+)
 from autoscaler.model import NAN
 
 
@@ -37,3 +44,37 @@ def test_java_max_lets_nan_win() -> None:
 
 def test_whole_seconds_truncates_like_duration_to_seconds() -> None:
     assert whole_seconds(timedelta(seconds=299, milliseconds=999)) == 299
+
+
+@pytest.mark.parametrize(
+    ("x", "text"),
+    [
+        (90.0, "90.0"),
+        (5.0, "5.0"),
+        (-5.0, "-5.0"),
+        (0.0, "0.0"),
+        (0.001, "0.001"),
+        (9_999_999.5, "9999999.5"),
+        (0.1 + 0.2, "0.30000000000000004"),  # the shortest digits that read back
+        (1e7, "1.0E7"),  # plain notation ends below 1e7 ...
+        (12_345_678.0, "1.2345678E7"),
+        (-2.5e8, "-2.5E8"),
+        (5e-4, "5.0E-4"),  # ... and starts at 1e-3
+        (1e20, "1.0E20"),
+        (NAN, "NaN"),
+        (INF, "Infinity"),
+        (-INF, "-Infinity"),
+    ],
+)
+def test_java_double_text_is_double_to_string(x: float, text: str) -> None:
+    """Java's Double.toString, what the reference's "%s" event texts print."""
+    assert java_double_text(x) == text
+
+
+def test_java_fixed_spells_non_finite_values_as_java_does() -> None:
+    assert (java_fixed(4972.71), java_fixed(3729.5325), java_fixed(NAN), java_fixed(-INF)) == (
+        "4972.71",
+        "3729.53",
+        "NaN",
+        "-Infinity",
+    )

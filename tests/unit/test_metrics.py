@@ -7,6 +7,7 @@ import math
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobRef
 from autoscaler.reasons import Reason
+from autoscaler.state import ScalingVerification, VertexVerification
 from autoscaler.testing import make_evaluation, vertex_eval
 
 JOB = JobRef("c1", "0" * 32, "job")  # the builders' job
@@ -46,6 +47,26 @@ def test_every_series_of_a_vanished_job_is_removed():
     assert "'job': 'job'" not in text and "'job': 'other'" not in text
     assert metrics.known_jobs() == set()
     assert value(metrics, "flink_autoscaler_errors_total", cluster="c1", reason="ClusterUnreachable") == 1
+
+
+def test_a_verification_sets_each_measured_ratio_counts_once_and_goes_with_its_vertex_or_job():
+    metrics = MetricsReporter()
+    metrics.report_evaluation(make_evaluation([vertex_eval("work", 3), vertex_eval("idle", 2)]))
+    verification = ScalingVerification(
+        1, 0.9, {"work": VertexVerification(3, 3000.0, 1500.0), "idle": VertexVerification(2, 80.0, math.nan)}
+    )
+    metrics.report_verification(JOB, {"work": "Map"}, verification)
+    work = {"cluster": "c1", "job": "job", "vertex": "work", "vertex_name": "Map"}
+    assert value(metrics, "flink_autoscaler_scaling_verification_ratio", **work) == 0.5
+    idle = {**work, "vertex": "idle", "vertex_name": "idle"}
+    assert value(metrics, "flink_autoscaler_scaling_verification_ratio", **idle) is None  # not measured
+    job = {"cluster": "c1", "job": "job"}
+    assert value(metrics, "flink_autoscaler_scaling_verifications_total", **job, result="below_expected") == 1
+    metrics.forget_jobs(["c1/job"])
+    assert value(metrics, "flink_autoscaler_scaling_verification_ratio", **work) is None
+    assert (
+        value(metrics, "flink_autoscaler_scaling_verifications_total", **job, result="below_expected") is None
+    )
 
 
 def test_rest_requests_and_errors_by_cluster_endpoint_and_status():

@@ -22,11 +22,12 @@ from autoscaler.testing import StubEvaluator, make_evaluation, vertex_eval
 
 
 async def test_an_ineffective_scale_up_is_reported_once_per_interval():
-    w = World(StubEvaluator(ineffective=["Work"]))
+    w = World(StubEvaluator(ineffective={"Work": (900.0, 12.5)}))
     await w.tick()
     await w.tick()
     events = [e for e in w.events.events("a/job-a") if e.reason is Reason.INEFFECTIVE_SCALING]
-    assert len(events) == 1 and "Work" in events[0].message  # the second is deduplicated within 30 min
+    assert len(events) == 1 and events[0].count == 2  # the second is deduplicated within 30 min
+    assert "(expected increase: 900.0, actual increase 12.5)" in events[0].message
 
 
 class ThreadRecordingLog(EventLog):
@@ -65,8 +66,12 @@ async def test_a_target_the_legacy_alignment_could_not_keep_is_a_scaling_limited
     await w.tick()
     (event,) = [e for e in w.events.events("a/job-a") if e.reason is Reason.SCALING_LIMITED]
     assert event.type is EventType.WARNING and event.count == 2  # deduplicated within the interval
-    assert "expected parallelism: 6, actual parallelism 1" in event.message
-    assert "adjust.mode=EVENLY_SPREAD" in event.message
+    assert "(expected parallelism: 6, actual parallelism 1)" in event.message
+    # Work: p=1, max parallelism from the simulator, default limits [1, 200], no partitions.
+    sample = next(s for s in w.evaluator.samples if s.job.key == "a/job-a")
+    work = next(v for v in sample.topology if v.name == "Work")
+    bounds = f"numKeyGroupsOrPartitions : {work.max_parallelism}\uff0c"
+    assert bounds in event.message and "parallelismLowerLimit: 1." in event.message
 
 
 async def test_the_scaling_event_is_recorded_only_once_the_pending_rescale_is_stored():
@@ -127,3 +132,21 @@ async def test_publish_emits_events_before_outcomes_and_a_failing_callback_loses
     rec.done(JobOutcome(job, 1_000, Reason.IN_BAND, "again"))
     await rec.publish(Log(), callback)
     assert order == ["event:Scaling", "outcome:j", "outcome:j"]  # each outcome tried despite the error
+
+
+async def test_a_job_whose_rates_are_all_unknown_ends_metrics_unknown_with_a_warning_and_a_counter():
+    """Issue 11 item 6, through the daemon: NaN everywhere is not InBand, and nothing is scaled."""
+    w = World(
+        StubEvaluator({"Work": 3}, unknown=["Source: BacklogSource", "Work", "Aggregate -> Sink: Writer"])
+    )
+    report = await w.tick()
+    await w.tick()
+    outcome = next(o for o in report.outcomes if o.job.key == "a/job-a")
+    assert outcome.outcome is Reason.METRICS_UNKNOWN and outcome.realized is None
+    (event,) = [e for e in w.events.events("a/job-a") if e.reason is Reason.METRICS_UNKNOWN]
+    assert event.type is EventType.WARNING and event.count == 2  # once per scaling.event.interval
+    assert w.puts("a") == [] and w.state.load("a/job-a").pending is None
+    labels = {"cluster": "a", "job": "job-a"}
+    assert w.metrics.registry.get_sample_value("flink_autoscaler_metrics_unknown_total", labels) == 2.0
+    decisions = {**labels, "outcome": "MetricsUnknown"}
+    assert w.metrics.registry.get_sample_value("flink_autoscaler_decisions_total", decisions) == 2.0

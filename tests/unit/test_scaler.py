@@ -14,8 +14,10 @@ from autoscaler.evaluate.scaler import (
     clamp_scale_factor,
     compute_busy_time_parallelism,
     compute_target_parallelism,
+    expected_processing_rate,
     limit_parallelism,
 )
+from autoscaler.model import AlignmentBounds
 from autoscaler.settings import AlignmentMode, AutoscalerOptions
 
 DEFAULTS = AutoscalerOptions()
@@ -303,3 +305,45 @@ def test_busy_time_parallelism_keeps_limits_and_alignment() -> None:
         **args, band=(1.0, 0.4), options=AutoscalerOptions(vertex_max_parallelism=12)
     )
     assert capped.parallelism == 12
+
+
+def test_a_limited_legacy_alignment_states_what_it_aligned_to() -> None:
+    """Reference JobVertexScalerTest#testSendingScalingLimitedEvents: p=10, TPR 100 for a target of 200
+    at utilization 1.0 -> 20; 15 partitions leave no aligned p in [20, 15], the legacy fallback walks down
+    to 15. The ScalingLimited event states N=15, min(maxParallelism 720, upper limit 200)=200, limit 1."""
+    legacy = AutoscalerOptions.from_flink_conf(
+        {"job.autoscaler.scaling.key-group.partitions.adjust.mode": "EVENLY_SPREAD"}
+    )
+    rec = scale(
+        10,
+        100.0,
+        legacy,
+        target_capacity=200.0,
+        scale_up_threshold=200.0,
+        scale_down_threshold=math.inf,
+        max_parallelism=720,
+        num_source_partitions=15,
+    )
+    assert (rec.parallelism, rec.outside_band, rec.limited_from) == (15, True, 20)
+    assert rec.limited_by == AlignmentBounds(key_groups_or_partitions=15, upper_bound=200, lower_limit=1)
+    unlimited = scale(10, 100.0, legacy, target_capacity=200.0, max_parallelism=720)  # no partitions
+    assert (unlimited.limited_from, unlimited.limited_by) == (None, None)
+
+
+@pytest.mark.parametrize("name", ["myMode", "PRIME_AWARE"])
+def test_an_unknown_alignment_mode_aligns_as_balanced_and_wins_over_the_legacy_key(name: str) -> None:
+    """Reference ParallelismAligner#resolve: the new key is set, so the legacy key is not honoured;
+    the name is no built-in mode, so BALANCED aligns (10 -> 7 for 128 key groups, as BALANCED does)."""
+    conf = {
+        "job.autoscaler.scaling.parallelism-alignment.mode": name,
+        "job.autoscaler.scaling.key-group.partitions.adjust.mode": "EVENLY_SPREAD",
+    }
+    rec = scale(10, 3000.0, AutoscalerOptions.from_flink_conf(conf), input_ship_strategies=("HASH",))
+    assert (rec.parallelism, rec.limited_from) == (7, None)  # EVENLY_SPREAD (either key) would give 8
+
+
+def test_expected_processing_rate_is_linear_in_the_parallelism_it_is_stated_for() -> None:
+    """Reference EXPECTED_PROCESSING_RATE = TPR / current * new; NaN stays unknown."""
+    assert expected_processing_rate(4972.71, 4, 3) == pytest.approx(3729.5325)
+    assert expected_processing_rate(4972.71, 4, 2) == pytest.approx(2486.355)
+    assert math.isnan(expected_processing_rate(math.nan, 4, 3))

@@ -47,3 +47,22 @@ def test_duplicate_cluster_names_rejected():
         Settings.load(
             None, clusters=[{"name": "a", "rest_url": "http://x"}, {"name": "a", "rest_url": "http://y"}]
         )
+
+
+def test_the_profile_is_the_bottom_layer_of_every_jobs_options() -> None:
+    """recommended by default; reference gives the reference's behaviour; the sections win over both."""
+    from autoscaler.settings import ClusterSettings, Settings
+
+    cluster = ClusterSettings(name="c", rest_url="http://jm:8081")
+    recommended = Settings(metrics_address="", clusters=[cluster]).options_for(cluster)
+    assert (recommended.load_change_threshold, recommended.scale_down_max_factor) == (0.3, 0.8)
+    reference = Settings(metrics_address="", clusters=[cluster], profile="reference").options_for(cluster)
+    assert (reference.load_change_threshold, reference.scale_down_max_factor) == (0.0, 0.6)
+    assert not reference.prefer_counter_rates
+    own = Settings(
+        metrics_address="",
+        clusters=[cluster],
+        profile="reference",
+        autoscaler={"job.autoscaler.metrics.load-change.threshold": "0.5"},
+    ).options_for(cluster)
+    assert (own.load_change_threshold, own.scale_down_max_factor) == (0.5, 0.6)

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from autoscaler.settings import AutoscalerOptions, ConfigError
+from autoscaler.settings import AlignmentMode, AutoscalerOptions, ConfigError
 
 
 def test_reference_defaults():
@@ -166,6 +166,7 @@ def test_only_our_own_keys_are_outside_the_reference_table():
     dynamic = {"scaling.custom-executor", "metrics.custom-evaluator"}
     assert set(AutoscalerOptions.option_keys()) == set(REFERENCE_KEYS) | ours | dynamic
     assert ours == {
+        "metrics.load-change.threshold",
         "metrics.prefer-counter-rates",
         "scaling.busy-time-only.enabled",
         "scaling-interval.min",
@@ -207,11 +208,6 @@ INVALID = [
     ({"excluded.periods": "09:00-25:00"}, "job.autoscaler.excluded.periods", "25:00 is not a time of day"),
     ({"excluded.periods": "0 * * * *"}, "job.autoscaler.excluded.periods", "6 or 7 fields"),
     ({"metrics.busy-time.aggregator": "median"}, "job.autoscaler.metrics.busy-time.aggregator", "MAX"),
-    (
-        {"scaling.parallelism-alignment.mode": "x"},
-        "job.autoscaler.scaling.parallelism-alignment.mode",
-        "BALANCED",
-    ),
     (
         {"scaling.key-group.partitions.adjust.mode": "x"},
         "partitions.adjust.mode",
@@ -260,3 +256,39 @@ def test_excluded_periods_keep_commas_inside_cron_lists():
         {"job": {"autoscaler": {"excluded": {"periods": ["09:00-17:00", "* * * ? * SAT,SUN"]}}}}
     )
     assert listed.excluded_periods == ("09:00-17:00", "* * * ? * SAT,SUN")
+
+
+# ------------------------------------------------------------------ alignment mode fallback (reference)
+ALIGNMENT_KEY = "job.autoscaler.scaling.parallelism-alignment.mode"
+
+
+@pytest.mark.parametrize("name", ["myMode", "com.acme.PrimeAwareAlignment", "balancd", ""])
+def test_an_unknown_or_custom_alignment_mode_falls_back_to_balanced_with_a_warning(name):
+    """Reference ParallelismAligner#resolve: a name that is no built-in mode aligns BALANCED and warns;
+    the job's configuration is not rejected (which would stop the job from being scaled at all)."""
+    o = AutoscalerOptions.from_flink_conf(
+        {ALIGNMENT_KEY: name, f"{ALIGNMENT_KEY}.{name}.class": "com.acme.Mode"}, source="job x"
+    )
+    assert o.alignment_mode is AlignmentMode.BALANCED
+    warning = o.alignment_mode_fallback
+    assert warning is not None and ALIGNMENT_KEY in warning and repr(name) in warning
+    assert warning.endswith("Falling back to BALANCED.")
+    assert o.to_flink_conf()[ALIGNMENT_KEY] == name  # the configured name is kept, as written
+
+
+@pytest.mark.parametrize(
+    ("name", "mode"),
+    [
+        ("balanced", AlignmentMode.BALANCED),
+        (" Evenly_Spread ", AlignmentMode.EVENLY_SPREAD),
+        ("OFF", AlignmentMode.OFF),
+    ],
+)
+def test_a_built_in_alignment_mode_in_any_case_is_used_without_a_warning(name, mode):
+    o = AutoscalerOptions.from_flink_conf({ALIGNMENT_KEY: name})
+    assert (o.alignment_mode, o.alignment_mode_fallback) == (mode, None)
+
+
+def test_an_unset_alignment_mode_leaves_the_choice_to_the_legacy_key_without_a_warning():
+    o = AutoscalerOptions()
+    assert (o.parallelism_alignment_mode, o.alignment_mode, o.alignment_mode_fallback) == (None, None, None)

@@ -8,12 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from autoscaler.clock import FakeClock
 from autoscaler.simulator import (
     SCENARIOS,
+    Bursts,
     Constant,
+    Noise,
+    Ramp,
+    RateSchedule,
     ResourceRequirementsError,
     SimCluster,
     SimClusterSpec,
@@ -243,6 +247,59 @@ def test_rate_schedules() -> None:
     assert Constant(7).rate_at(1e9) == 7
     with pytest.raises(ValidationError):
         Steps([(120, 1), (10, 2)])
+
+
+def test_ramp_is_linear_between_its_points_and_flat_outside() -> None:
+    ramp = Ramp([(300, 800), (1500, 3200), (1800, 3200)])
+    assert [ramp.rate_at(t) for t in (0, 300, 900, 1500, 1700, 10_000)] == pytest.approx(
+        [800, 800, 2000, 3200, 3200, 3200]
+    )
+    assert Ramp([(60, 500)]).rate_at(0) == Ramp([(60, 500)]).rate_at(600) == 500
+    with pytest.raises(ValidationError):
+        Ramp([(120, 1), (10, 2)])
+
+
+def test_noise_stays_within_its_spread_holds_each_draw_and_repeats_with_its_seed() -> None:
+    noise = Noise(base=2000, spread=0.15, hold_s=10, seed=7)
+    rates = [noise.rate_at(t) for t in range(0, 7200, 10)]
+    assert all(1700 <= r <= 2300 for r in rates)
+    assert sum(rates) / len(rates) == pytest.approx(2000, rel=0.02)  # stationary around base
+    assert min(rates) < 1750 and max(rates) > 2250  # and it uses the whole spread
+    assert noise.rate_at(10) == noise.rate_at(19.99) != noise.rate_at(20)  # one draw per hold_s
+    assert [Noise(base=2000, spread=0.15, hold_s=10, seed=7).rate_at(t) for t in range(0, 7200, 10)] == rates
+    assert Noise(base=2000, spread=0.15, hold_s=10, seed=8).rate_at(0) != rates[0]
+    assert Noise(base=2000, spread=0.0, seed=3).rate_at(1234.5) == 2000
+
+
+def test_bursts_repeat_from_their_start() -> None:
+    bursts = Bursts(base=1500, peak=3000, every_s=600, duration_s=30, start_s=300)
+    assert [bursts.rate_at(t) for t in (0, 299, 300, 329, 330, 899, 900, 929.9, 930)] == [
+        1500,
+        1500,
+        3000,
+        3000,
+        1500,
+        1500,
+        3000,
+        3000,
+        1500,
+    ]
+    with pytest.raises(ValidationError):
+        Bursts(base=1, peak=2, every_s=10, duration_s=20)
+
+
+def test_new_schedules_load_from_yaml_without_a_kind() -> None:
+    rate = TypeAdapter(RateSchedule)
+    assert rate.validate_python({"points": [[0, 800], [60, 1600]]}) == Ramp([(0, 800), (60, 1600)])
+    assert rate.validate_python({"base": 2000, "spread": 0.15, "seed": 1}) == Noise(
+        base=2000, spread=0.15, seed=1
+    )
+    assert rate.validate_python({"base": 1, "peak": 2, "every_s": 60, "duration_s": 5}) == Bursts(
+        base=1, peak=2, every_s=60, duration_s=5
+    )
+    assert rate.validate_python({"base": 1500, "amplitude": 1000, "period_s": 600}) == Sine(
+        base=1500, amplitude=1000, period_s=600
+    )
 
 
 def test_steps_drive_the_job_over_time(cluster: SimCluster, clock: FakeClock) -> None:

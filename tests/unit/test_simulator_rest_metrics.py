@@ -198,5 +198,8 @@ def test_lazy_fetcher_does_not_know_a_job_submitted_after_the_last_fetch(clock: 
     clock.advance(3)
     assert rest.get(f"/jobs/{job_id}/metrics", get="numRescales") == []
     clock.advance(7)
-    rest.get(f"/jobs/{job_id}/metrics", get="numRescales")  # triggers the refresh
+    rest.get(f"/jobs/{job_id}/metrics", get="numRescales")  # exactly an interval old: no refresh yet
+    assert rest.get(f"/jobs/{job_id}/metrics", get="numRescales") == []
+    clock.advance(ms=1)
+    rest.get(f"/jobs/{job_id}/metrics", get="numRescales")  # more than an interval: triggers the refresh
     assert rest.get(f"/jobs/{job_id}/metrics", get="numRescales") == [{"id": "numRescales", "value": "0"}]

@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import astuple
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from autoscaler.evaluate import SparkEvaluator, aggregate_window
-from autoscaler.evaluate.custom import ConfiguredEvaluator, unavailable
-from autoscaler.evaluate.formulas import aggregate_custom_window, evaluate_graph
-from autoscaler.evaluate.history import restart_time_s
-from autoscaler.evaluate.window import WindowBook
+from autoscaler.evaluate import SparkEvaluator
+from autoscaler.evaluate.python import PythonEvaluator
 from autoscaler.model import (
     NAN,
     Edge,
@@ -29,7 +26,6 @@ from autoscaler.model import (
     JobSample,
     JobTarget,
     JobTopology,
-    VertexEvaluation,
     VertexInfo,
     VertexSample,
 )
@@ -101,118 +97,8 @@ def close(actual: Any, expected: Any) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------- oracle path
-def oracle_custom_metrics(
-    sample: JobSample, window: Sequence[JobSample]
-) -> dict[str, dict[str, tuple[float, float]]]:
-    """Custom metrics the plain-Python way: this tick's declared names, then every series measured at
-    least once in the window aggregated by ``aggregate_custom_window``."""
-    out: dict[str, dict[str, tuple[float, float]]] = {}
-    for scope, names in [*sample.custom_vertex_metrics.items(), ("", sample.custom_job_metrics)]:
-        for name in names:
-            out.setdefault(scope, {})[name] = (NAN, NAN)
-    series: dict[tuple[str, str], list[tuple[int, float]]] = {}
-    for s in window:
-        for scope, values in [*s.custom_vertex_metrics.items(), ("", s.custom_job_metrics)]:
-            for name, value in values.items():
-                series.setdefault((scope, name), []).append((s.ts_ms, value))
-    for (scope, name), points in series.items():
-        if any(not math.isnan(v) for _, v in points):
-            out.setdefault(scope, {})[name] = aggregate_custom_window(points).pair
-    return out
-
-
-class PythonEvaluator:
-    """The oracle path of ``SparkEvaluator``: the same window bookkeeping, aggregation in plain Python."""
-
-    def __init__(self) -> None:
-        self.book = WindowBook()
-        self.rows: dict[str, list[tuple[int, JobSample]]] = {}  # job -> (epoch, sample)
-
-    def evaluate(
-        self,
-        samples: Sequence[JobSample],
-        now_ms: int,
-        *,
-        history: Mapping[str, Sequence[ScalingRecord]] | None = None,
-        evaluators: Mapping[str, Sequence[ConfiguredEvaluator]] | None = None,
-    ) -> dict[str, JobEvaluation]:
-        statuses = {}
-        for s in samples:
-            status = self.book.observe_sample(s, now_ms)
-            statuses[s.job.key] = (s, status)
-            if status.kept:
-                self.rows.setdefault(s.job.key, []).append((status.epoch, s))
-        keep = self.book.retain(now_ms, present=statuses)
-        self.rows = {
-            k: [(e, s) for e, s in rows if e == keep[k][0] and s.ts_ms >= keep[k][1]]
-            for k, rows in self.rows.items()
-            if k in keep
-        }
-        out = {}
-        for key, (sample, status) in statuses.items():
-            rows = self.rows.get(key, [])
-            aggs = {
-                vid: aggregate_window([(s.ts_ms, s.vertices[vid]) for _, s in rows])
-                for vid in sample.topology.vertices
-                if rows
-            }
-            vertices: dict[str, VertexEvaluation] = {}
-            backlog = False
-            failures: tuple[str, ...] = ()
-            past = (history or {}).get(key, ())
-            restart_s = restart_time_s(past, sample.target.options)
-            custom = oracle_custom_metrics(sample, [s for _, s in rows])
-            configured = (evaluators or {}).get(key, ())
-            missing = unavailable(configured)
-            evaluated = bool(rows) and not status.stabilizing and not missing
-            if evaluated:
-                graph = evaluate_graph(
-                    sample,
-                    aggs,
-                    sample.target.options,
-                    restart_s,
-                    past,
-                    evaluators=configured,
-                    custom_metrics=custom,
-                )
-                vertices, backlog, failures = (
-                    graph.vertices,
-                    graph.processing_backlog,
-                    graph.evaluator_failures,
-                )
-            out[key] = JobEvaluation(
-                sample,
-                vertices,
-                backlog,
-                len(rows),
-                status.full,
-                Reason.PLUGIN_FAILED if missing else status.not_ready,
-                restart_s if evaluated else NAN,
-                custom_metrics=custom,
-                not_ready_detail="; ".join(missing),
-                evaluator_failures=failures,
-            )
-        return out
-
-    def forget(self, keys: Iterable[str]) -> None:
-        keys = list(keys)
-        self.book.forget(keys)
-        for k in keys:
-            self.rows.pop(k, None)
-
-    def window_size(self) -> int:
-        return sum(len(rows) * len(rows[0][1].topology.vertices) for rows in self.rows.values() if rows)
-
-    def custom_window_size(self) -> int:
-        """Measured custom values in the window (Spark keeps one row per value, none for NaN)."""
-        return sum(
-            1
-            for rows in self.rows.values()
-            for _, s in rows
-            for values in [*s.custom_vertex_metrics.values(), s.custom_job_metrics]
-            for v in values.values()
-            if not math.isnan(v)
-        )
+# The oracle is ``autoscaler.evaluate.python.PythonEvaluator``: the same window bookkeeping as Spark,
+# aggregation in plain Python (``aggregate_window``). Other test modules import it from here.
 
 
 def assert_same_custom(

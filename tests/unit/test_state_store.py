@@ -7,6 +7,7 @@ if the data really went to the database. Each PostgreSQL test runs in a schema o
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sqlite3
@@ -32,14 +33,24 @@ from autoscaler.state import (
     JobState,
     MemoryStateStore,
     PendingRescale,
+    Recommendation,
     ScalingRecord,
+    ScalingVerification,
     StateStore,
+    VertexVerification,
     WindowRow,
     custom_window_rows,
     group_window,
     window_rows,
 )
-from autoscaler.state.codec import CodecError, decode_record, decode_state, encode_record, encode_state
+from autoscaler.state.codec import (
+    STATE_VERSION,
+    CodecError,
+    decode_record,
+    decode_state,
+    encode_record,
+    encode_state,
+)
 from autoscaler.state.db import (
     Database,
     SchemaError,
@@ -159,8 +170,8 @@ def full_state(ts: int = 1_000) -> JobState:
         last_rescale_ms=ts,
         pending=PendingRescale("a" * 32, ts, {"v1": 4, "v2": 2}, {"v1": 2, "v2": 1}),
         delayed_scale_down={
-            "v3": DelayedScaleDown(ts - 500, ((ts - 500, 6), (ts - 100, 5))),
-            "v4": DelayedScaleDown(ts - 50, ((ts - 50, 1),)),
+            "v3": DelayedScaleDown(ts - 500, ((ts - 500, 6, False), (ts - 100, 5, True))),
+            "v4": DelayedScaleDown(ts - 50, ((ts - 50, 1),)),  # no band flag: written by an older version
         },
         history=(
             ScalingRecord(
@@ -169,6 +180,7 @@ def full_state(ts: int = 1_000) -> JobState:
                 confirmed_ms=ts - 850,
                 restart_duration_ms=42_000,
                 metrics={"v1": (10.5, 20.0)},
+                verification=ScalingVerification(ts - 300, 0.9, {"v1": VertexVerification(2, 20.0, 19.0)}),
             ),
             ScalingRecord(ts, {"v1": (2, 4), "v2": (1, 2)}, metrics={"v1": (20.25, 40.5), "v2": (3.0, 6.0)}),
         ),
@@ -754,6 +766,80 @@ def test_codec_rejects_other_versions_and_bad_records() -> None:
         decode_record(1, '{"ts_ms": 1, "changes": {"v": [1]}}')
     with pytest.raises(CodecError):
         decode_record(1, '{"ts_ms": 1, "changes": {}, "metrics": {"v": [null, 1]}}')
+
+
+def test_state_written_before_the_band_flags_loads_with_unknown_flags() -> None:
+    """Version 1 state from before the delayed scale-downs kept their band flags: still read, whole."""
+    old = (
+        '{"last_rescale_ms":5,"pending":null,"overrides":{"v":4},'
+        '"delayed_scale_down":{"v":{"first_trigger_ms":10,"recommendations":[[10,3],[20,2]]}}}'
+    )
+    state = decode_state(1, old)
+    assert state.last_rescale_ms == 5 and state.overrides == {"v": 4}
+    assert state.delayed_scale_down["v"] == DelayedScaleDown(
+        10, (Recommendation(10, 3, None), Recommendation(20, 2, None))
+    )
+
+
+def test_band_flags_round_trip_beside_the_pairs_an_older_reader_expects() -> None:
+    """The flags go in a list of their own: the pairs keep version 1's shape, so a daemon not yet
+    upgraded (sharing the database) still reads the state instead of discarding it."""
+    state = full_state()
+    text = encode_state(state)
+    v3 = json.loads(text)["delayed_scale_down"]["v3"]
+    assert v3["recommendations"] == [[500, 6], [900, 5]] and v3["outside_band"] == [False, True]
+    assert decode_state(STATE_VERSION, text) == replace(state, history=())
+
+
+@pytest.mark.parametrize(
+    "flags",
+    ["[true]", '[true, "yes"]', '{"a": true}', "[1, 0]"],
+)
+def test_codec_rejects_band_flags_it_cannot_trust(flags: str) -> None:
+    text = (
+        '{"delayed_scale_down": {"v": {"first_trigger_ms": 1, "recommendations": [[1, 3], [2, 2]], '
+        f'"outside_band": {flags}}}}}}}'
+    )
+    with pytest.raises(CodecError, match="outside_band"):
+        decode_state(1, text)
+
+
+def test_a_record_stored_before_verification_existed_loads_unverified_and_encodes_as_before() -> None:
+    """A history row written by a version without verification (and one not verified yet) has no key
+    for it: it reads as not verified, and encodes to the same text, so its row is not rewritten."""
+    old = (
+        '{"ts_ms":7,"changes":{"v":[1,3]},"confirmed_ms":9,"restart_duration_ms":2,"metrics":{"v":[1.5,4.5]}}'
+    )
+    record = decode_record(1, old)
+    assert record == ScalingRecord(7, {"v": (1, 3)}, 9, 2, {"v": (1.5, 4.5)}) and record.verification is None
+    assert encode_record(record) == old
+
+
+def test_a_verification_round_trips_beside_what_an_older_reader_expects() -> None:
+    verification = ScalingVerification(50, 0.9, {"v": VertexVerification(3, 4.5, 2.25), "w": (2, 8.0, NAN)})
+    record = ScalingRecord(7, {"v": (1, 3), "w": (1, 2)}, 9, 2, {"v": (1.5, 4.5)}, verification)
+    text = encode_record(record)
+    assert json.loads(text)["verification"]["vertices"]["v"] == [3, 4.5, 2.25]
+    again = decode_record(1, text)
+    assert again.verification is not None and again.verification.vertices["v"].ratio == 0.5
+    assert math.isnan(again.verification.vertices["w"].measured)
+    assert replace(again, verification=verification) == record
+    assert not again.verification.as_expected and again.verification.short == ("v",)
+
+
+@pytest.mark.parametrize(
+    "verification",
+    [
+        "[]",
+        '{"ts_ms": 1, "threshold": 0.9, "vertices": {"v": [3, 1.0]}}',
+        '{"ts_ms": 1, "threshold": 0.9, "vertices": {"v": [3.5, 1.0, 1.0]}}',
+        '{"ts_ms": 1, "threshold": "high", "vertices": {}}',
+        '{"threshold": 0.9, "vertices": {}}',
+    ],
+)
+def test_codec_rejects_a_verification_it_cannot_trust(verification: str) -> None:
+    with pytest.raises(CodecError, match="verification"):
+        decode_record(1, f'{{"ts_ms": 1, "changes": {{}}, "verification": {verification}}}')
 
 
 def test_codec_writes_strict_json() -> None:

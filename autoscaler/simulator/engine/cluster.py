@@ -254,14 +254,16 @@ class SimCluster:
         """The metrics a REST handler sees: fresh, or like Flink's lazy ``MetricFetcher``.
 
         With a fetch interval, a query gets the last fetch (nothing before the first) and only then
-        triggers a new fetch, if the last one is at least an interval old.
+        triggers a new fetch, if the last one is *more* than an interval old: Flink's
+        ``MetricFetcherImpl.update`` compares strictly, so a client polling exactly once per interval
+        gets a new fetch only every other time.
         """
         now = self.now_ms()
         interval_ms = round(self.spec.metric_fetch_interval_s * 1000)
         if interval_ms <= 0:
             return self._fetch(now)
         answer = self._store if self._store is not None else MetricStore(taken_ms=now)
-        if self._store is None or now - self._store.taken_ms >= interval_ms:
+        if self._store is None or now - self._store.taken_ms > interval_ms:
             self._store = self._fetch(now)
         return answer
 

@@ -1,0 +1,187 @@
+"""Whether a tick read a new metric fetch, or Flink's last one served again (a *stale* reading).
+
+Flink's ``MetricFetcher`` is lazy: a query is answered from the store of the last fetch and starts a
+new fetch only if the last one started more than ``metrics.fetcher.update-interval`` ago (strictly
+more). A tick that comes sooner, or whose own fetch has not landed by the end of its wait, reads the
+last fetch again. Stamped with the tick's time, that reading would stretch a rate span by a tick that
+holds no records: with a 30 s window and 5 s ticks the source rate came out ~20 % low, and once caused a
+wrong scale-down under unchanged load.
+
+How a stale reading is told from an idle job: the IO counters of ``/jobs/:id`` (read anyway, one
+request) include each vertex's accumulated busy, idle and back-pressured time, and a running subtask is
+always in one of the three. So every new fetch moves some counter, records or none; a reading whose
+counters all equal the job's last reading *is* the last fetch. An idle job's time counters still move:
+its readings are new, and its rates come out 0, as they should.
+
+A stale reading keeps the time it was first read, its fetch time as far as the daemon can tell. The
+window already holds a sample at that time, so the stale one adds no point: Spark and the oracle see the
+same rows, the state store (which keeps one row per time) the same, and no query is added. Bounds:
+
+- One fetch may come back for at most :attr:`FetchTiming.stale_limit_ms` (Flink's interval, the loop's,
+  and the tick's wait: by then some tick's query must have started a fetch and seen it land). A reading
+  older than that means the fetcher is not delivering; the job is then ``StaleMetrics`` for the tick,
+  a clear outcome instead of a silent reuse, until a new fetch lands.
+- A reading with no time counters at all (nothing in it moves with the clock) that stays unchanged for
+  that long is a job whose counters really stopped: it is taken as new again, so it reads idle (rate 0)
+  instead of stale forever.
+
+:func:`fetch_interval_warning` is the other half: telling the operator when the loop is too fast for
+the cluster's fetch interval, so that stale readings are routine rather than rare.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from autoscaler.collect.fetch import Reading, io_reading
+from autoscaler.flink.models import JobDetails
+
+__all__ = [
+    "FETCH_INTERVAL_FACTOR",
+    "FETCH_INTERVAL_KEY",
+    "FLINK_DEFAULT_FETCH_INTERVAL_MS",
+    "FetchBook",
+    "FetchCheck",
+    "FetchTiming",
+    "Freshness",
+    "StaleMetrics",
+    "fetch_interval_warning",
+]
+
+FETCH_INTERVAL_KEY = "metrics.fetcher.update-interval"
+FLINK_DEFAULT_FETCH_INTERVAL_MS = 10_000
+FETCH_INTERVAL_FACTOR = 2  # control_loop_interval below this many fetch intervals gets a warning
+
+
+class StaleMetrics(Exception):
+    """Flink served one metric fetch for longer than its fetcher should take: the tick is skipped."""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchTiming:
+    """What bounds how long one fetch may be served: Flink's fetch interval, the loop's, the tick's wait."""
+
+    fetch_interval_ms: int  # metrics.fetcher.update-interval; 0: every query reads live values
+    loop_interval_ms: int  # control_loop_interval
+    wait_ms: int = 0  # how long a tick waits for the fetch it started (metric_fetch_wait)
+
+    @property
+    def stale_limit_ms(self) -> int:
+        """The oldest a reading may be while the fetcher still works.
+
+        The fetch behind a reading started at the latest by the end of the wait of the tick that first
+        read it. The next one is due a fetch interval later, and the first tick after that starts it
+        with its first query, then sees it land within its wait. Older than the sum, it never landed.
+        """
+        return self.fetch_interval_ms + self.loop_interval_ms + self.wait_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    """What the book made of one tick's reading of a job."""
+
+    ts_ms: int  # the sample's time: the tick's for a new reading, else when the reading was first read
+    stale_ticks: int = 0  # 0: a new reading; n: the n-th tick in a row that read it again
+    expired: str | None = None  # why the reading is too old to use (the job is StaleMetrics this tick)
+
+
+@dataclass(frozen=True, slots=True)
+class _Last:
+    reading: Reading
+    running_since_ms: int
+    first_read_ms: int
+    stale_ticks: int = 0
+    idle: bool = False  # clockless and unchanged past the limit: the counters really stopped
+
+
+class FetchBook:
+    """Each job's last reading on one cluster, to tell a new fetch from the last one served again.
+
+    In memory only: after a restart the first reading of a job counts as new. It usually is (the
+    tick's first query starts a fetch, and the tick waits for it to land); when another client had
+    just started one, it is at most a fetch interval old.
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[str, _Last] = {}
+
+    def judge(self, job_key: str, details: JobDetails, now_ms: int, timing: FetchTiming) -> Freshness:
+        """Remember this tick's reading of the job and say whether it is new (see the module doc)."""
+        reading = io_reading(details)
+        last = self._last.get(job_key)
+        if last is None or last.running_since_ms != details.running_since_ms or last.reading != reading:
+            self._last[job_key] = _Last(reading, details.running_since_ms, now_ms)
+            return Freshness(now_ms)
+        if now_ms <= last.first_read_ms:  # read again within the same tick's time: nothing to count
+            return Freshness(last.first_read_ms)
+        if last.idle:
+            self._last[job_key] = replace(last, first_read_ms=now_ms)
+            return Freshness(now_ms)
+        age_ms = now_ms - last.first_read_ms
+        if age_ms > timing.stale_limit_ms and not _has_clock(details):
+            self._last[job_key] = replace(last, first_read_ms=now_ms, stale_ticks=0, idle=True)
+            return Freshness(now_ms)
+        ticks = last.stale_ticks + 1
+        self._last[job_key] = replace(last, stale_ticks=ticks)
+        expired = _expired(age_ms, ticks, timing) if age_ms > timing.stale_limit_ms else None
+        return Freshness(last.first_read_ms, ticks, expired)
+
+    def forget(self, job_key: str) -> None:
+        self._last.pop(job_key, None)
+
+    def __contains__(self, job_key: object) -> bool:
+        return job_key in self._last
+
+
+@dataclass(frozen=True, slots=True)
+class FetchCheck:
+    """A cluster's book and timing, as the collect stage takes them."""
+
+    book: FetchBook
+    timing: FetchTiming
+
+    def judge(self, job_key: str, details: JobDetails, now_ms: int) -> Freshness:
+        return self.book.judge(job_key, details, now_ms, self.timing)
+
+
+def _has_clock(details: JobDetails) -> bool:
+    """Whether the reading holds counters that move with the wall clock (Flink's always do)."""
+    return any(v.accumulated_time_ms() > 0 for v in details.vertices)
+
+
+def _expired(age_ms: int, ticks: int, timing: FetchTiming) -> str:
+    return (
+        f"Flink has answered with the same metrics for {age_ms / 1000:g} s ({ticks} ticks in a row): no new "
+        f"metric fetch landed, although {FETCH_INTERVAL_KEY} is {timing.fetch_interval_ms / 1000:g} s and "
+        f"the daemon queries every {timing.loop_interval_ms / 1000:g} s; not evaluated on stale metrics "
+        "(can the JobManager's metric fetcher reach the TaskManagers?)"
+    )
+
+
+def fetch_interval_warning(
+    loop_interval_ms: int, fetch_interval_ms: int, *, assumed: bool = False
+) -> str | None:
+    """Why ``control_loop_interval`` is too short for the cluster's metric fetcher, or None if it is not.
+
+    The factor, :data:`FETCH_INTERVAL_FACTOR` = 2: Flink starts a fetch only for a query that comes
+    *more* than its interval after the last fetch started, and a tick's own fetch may start as late as
+    the end of its wait. A loop exactly as fast as the fetcher finds no fetch due at its first query:
+    without a wait it reads a new fetch every other tick; with one, its polls start the fetch a little
+    later each tick until one falls past the wait (on the lab cluster, 5 s and 5 s, such ticks put a
+    window's rate ~20 % off). Anything else reading the REST API (the web UI, a dashboard, a second
+    daemon) also starts fetches the tick then cannot renew. Twice the interval leaves a whole fetch
+    interval of slack for all of that, so each tick finds a fetch due and reads a new one. Below it
+    nothing breaks (stale readings add no point to the window), but the window gets fewer points than
+    the loop promises: an operator who wants a tick's worth of data per tick should know.
+    ``fetch_interval_ms`` 0 (a fetcher that reads live values on every query) never warns.
+    """
+    if fetch_interval_ms <= 0 or loop_interval_ms >= FETCH_INTERVAL_FACTOR * fetch_interval_ms:
+        return None
+    source = " (Flink's default; /jobmanager/config did not say)" if assumed else ""
+    loop_s, fetch_s, factor = loop_interval_ms / 1000, fetch_interval_ms / 1000, FETCH_INTERVAL_FACTOR
+    return (
+        f"control_loop_interval ({loop_s:g} s) is less than {factor} x Flink's {FETCH_INTERVAL_KEY} "
+        f"({fetch_s:g} s{source}): many ticks will find no new metric fetch and add nothing to the metric "
+        f"window. Use a control_loop_interval of at least {factor * fetch_s:g} s, or lower "
+        f"{FETCH_INTERVAL_KEY} on the cluster"
+    )

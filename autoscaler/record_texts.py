@@ -1,0 +1,95 @@
+"""The texts of the record stage's events that are built from plain values: the reference's
+ScalingReport (and the key that deduplicates it) and our ScalingVerified.
+
+They live apart from :class:`~autoscaler.record.TickRecord` so the ledger stays about when and how
+events and metrics are reported, and a text can be tested from a decision or a scaling record alone.
+``autoscaler.record`` re-exports :func:`report_text` and :func:`changes_key`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from autoscaler.decide import Decision
+from autoscaler.evaluate.javamath import java_fixed
+from autoscaler.evaluate.scaler import expected_processing_rate
+from autoscaler.model import VertexId
+from autoscaler.reasons import Reason
+from autoscaler.settings import AutoscalerOptions
+from autoscaler.state import ScalingRecord
+
+__all__ = ["changes_key", "report_text", "verification_text"]
+
+
+def report_text(decision: Decision, *, enabled: bool) -> str:
+    """The reference's ScalingReport text: its header, then one ``{ Vertex ID … }`` block per change.
+
+    The expected capacity is the one of the parallelism the block states (TPR / current * target), not
+    the evaluator's: the scale-down delay applies the window's highest recommendation and a plugin may
+    modify a target, so the recommended parallelism's capacity would describe another change.
+    """
+    header = "Scaling execution enabled, begin scaling vertices:" if enabled else _disabled_header(decision)
+    ev = decision.evaluation
+    lines = []
+    for vid, c in decision.changes.items():
+        v = ev.vertices.get(vid) if ev else None
+        tpr = v.true_processing_rate if v else float("nan")
+        exp = expected_processing_rate(tpr, c.current, c.target)
+        tdr = v.target_data_rate if v else float("nan")
+        lines.append(
+            f"{{ Vertex ID {vid} | Parallelism {c.current} -> {c.target} | "
+            f"Processing capacity {java_fixed(tpr)} -> {java_fixed(exp)} | "
+            f"Target data rate {java_fixed(tdr)}}}"
+        )
+    return header + "".join(lines)
+
+
+def _disabled_header(decision: Decision) -> str:
+    """The reference's header of a report that is not executed: which key disabled it, and its value
+    (``ScalingExecutor#checkIfBlockedAndTriggerScalingEvent``; a list prints as Java's ``[a, b]``)."""
+    options = decision.evaluation.sample.target.options if decision.evaluation else AutoscalerOptions()
+    if decision.outcome is Reason.EXCLUDED_PERIOD:
+        key = options.canonical_key("excluded_periods")
+        value = "[" + ", ".join(options.excluded_periods) + "]"
+    else:
+        key, value = options.canonical_key("scaling_enabled"), "false"
+    return f"Scaling execution disabled by config {key}:{value}, recommended parallelism change:"
+
+
+def changes_key(decision: Decision) -> str:
+    """A short, stable digest of a decision's changes: the same recommendation dedups to one event."""
+    text = ";".join(f"{vid}:{c.current}->{c.target}" for vid, c in sorted(decision.changes.items()))
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def verification_text(record: ScalingRecord, names: Mapping[VertexId, str]) -> str:
+    """The ScalingVerified event: per rescaled vertex the capacity measured over the first full window
+    after the rescale against the one expected, and what a shortfall means for the operator."""
+    verification = record.verification
+    assert verification is not None, "only a verified record has a verification text"
+    parts = []
+    for vid, v in verification.vertices.items():
+        before, decided = record.changes.get(vid, (0, v.parallelism))
+        got = f" (Flink runs it at {v.parallelism})" if v.parallelism != decided else ""
+        head = f"{names.get(vid, vid)} {before} -> {decided}{got}: "
+        if math.isnan(v.ratio):
+            parts.append(f"{head}capacity not measured (idle or unknown), {v.expected:.2f} rec/s expected")
+        else:
+            parts.append(
+                f"{head}{v.measured:.2f} rec/s at full load, {v.ratio:.0%} of the {v.expected:.2f} expected"
+            )
+    when = datetime.fromtimestamp(record.ts_ms // 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if verification.as_expected:
+        return (
+            f"Rescale of {when} verified over a full metric window: {'; '.join(parts)} "
+            f"(threshold {verification.threshold:.0%})"
+        )
+    return (
+        f"Rescale of {when} delivered less processing capacity than expected: {'; '.join(parts)}. "
+        f"Below {verification.threshold:.0%} of the expected capacity the vertex does not scale linearly "
+        "(data skew, an external system or a shared resource limits it): the next decisions start from "
+        "the measured rate"
+    )

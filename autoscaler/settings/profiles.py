@@ -1,0 +1,101 @@
+"""Two named sets of ``job.autoscaler.*`` options: the reference autoscaler's, and the one we recommend.
+
+Why two: every rescale is a restart of the user's job, and the only honest way to say a change to the
+decision logic helps is to run the same load traces with the reference's behaviour and with ours, side
+by side (``bench/bench_decisions.py``, issue 11). A profile is a plain dict of Flink-style keys, so it
+goes wherever options go: a job's Flink configuration, a cluster's or the daemon's ``autoscaler:``
+section.
+
+Neither profile sets the keys that only fix the time scale of a deployment (``metrics.window``,
+``stabilization.interval``, ``scale-down.interval``): unset, they are the reference's defaults (15 min,
+5 min, 1 h) in both; a deployment or the benchmark that shortens them shortens them for both. A profile
+that means to change one of them sets it, and then wins (a job's own keys take precedence).
+
+:data:`REFERENCE` reproduces the reference: its defaults for every key that changes a decision, and our
+additions (``origin: ours`` in docs/configuration.md) set to behave as the reference does. Where we
+deviate without a key there is nothing to turn off (docs/algorithm.md §11); none of those deviations
+changes a decision on the benchmark's traces: their metrics are never NaN or missing, their sources count
+``numRecordsIn``, and the band gate looks only at the vertices that would change, as the reference's
+``ScalingExecutor#allChangedVerticesWithinUtilizationTarget`` does too.
+
+:data:`RECOMMENDED` starts as this daemon's defaults; it is tuned on the benchmark, and every value that
+differs from :data:`REFERENCE` says why.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Final
+
+__all__ = ["PROFILES", "RECOMMENDED", "REFERENCE"]
+
+_P = "job.autoscaler."
+
+REFERENCE: Final = MappingProxyType(
+    {
+        # The band: size every vertex to 70 % busy; leave it alone between 40 % and 100 %.
+        f"{_P}utilization.target": "0.7",
+        f"{_P}target.utilization.boundary": "0.3",
+        # How far one decision may move: down to 40 % of the current parallelism, up without limit.
+        f"{_P}scale-down.max-factor": "0.6",
+        f"{_P}scale-up.max-factor": "100000.0",
+        f"{_P}vertex.min-parallelism": "1",
+        f"{_P}vertex.max-parallelism": "200",
+        # Capacity for catching up: drain a backlog within 30 min, assume a restart takes 5 min.
+        f"{_P}catch-up.duration": "30 min",
+        f"{_P}restart.time": "5 min",
+        f"{_P}restart.time-tracking.enabled": "false",
+        f"{_P}backlog-processing.lag-threshold": "5 min",
+        # How the true processing rate is read: busy time of the busiest subtask; the observed rate of a
+        # backlogged source only when it is 15 % below the busy-time estimate, after 2 observations.
+        f"{_P}metrics.busy-time.aggregator": "MAX",
+        f"{_P}observed-true-processing-rate.lag-threshold": "30 s",
+        f"{_P}observed-true-processing-rate.switch-threshold": "0.15",
+        f"{_P}observed-true-processing-rate.min-observations": "2",
+        # scaling.parallelism-alignment.mode is left unset: BALANCED, the reference's default.
+        # History-driven corrections: off by default in the reference (FLINK-32002 turned detection off).
+        f"{_P}scaling.effectiveness.detection.enabled": "false",
+        f"{_P}observed-scalability.enabled": "false",
+        # Ours, set to what the reference does. Rates from Flink's 60 s meters and TimerGauges, not
+        # counter deltas over the window:
+        f"{_P}metrics.prefer-counter-rates": "false",
+        # The window averages across a load change instead of restarting where it began:
+        f"{_P}metrics.load-change.threshold": "0",
+        # Any parallelism change is worth a restart:
+        f"{_P}scaling.min-parallelism-change": "1",
+        # Propagated target rates, not each vertex's own busy time alone:
+        f"{_P}scaling.busy-time-only.enabled": "false",
+        # scaling-interval.min / .max (ours) are unset by default, which is the reference's behaviour
+        # (no extra cooldown, nothing forced): a dict cannot say "unset", so they are left out.
+    }
+)
+"""The reference autoscaler's behaviour and defaults, with our additions turned off."""
+
+RECOMMENDED: Final = MappingProxyType(
+    {
+        **REFERENCE,
+        # Counter deltas over the window: Flink's meters restart from zero and ramp for 60 s after every
+        # rescale, and a 60 s meter averaged over a shorter window lags a load change (our default).
+        f"{_P}metrics.prefer-counter-rates": "true",
+        # Decide on the new load only: a window half full of the old one under-estimates a step up
+        # and over-estimates a step down (one restart per step instead of one per change), and a
+        # burst shorter than the window passes without a restart (our default).
+        f"{_P}metrics.load-change.threshold": "0.3",
+        # A fall to a quarter of the load in one step: with 0.6 the factor stops at 0.4, so 4 -> 1 takes
+        # 4 -> 2 -> 1, two restarts and two scale-down intervals (bench: step-down-4, 2 -> 1 restart).
+        # The scale-down delay and the load-change window already keep a dip from being taken for
+        # the new level, which is what the reference's floor guarded against.
+        f"{_P}scale-down.max-factor": "0.8",
+        # The restart term sizes for catching up what piles up while the job restarts: the reference
+        # assumes 5 min, which adds a sixth of the load for 30 min of catch-up and over-provisions a
+        # step up by one subtask (bench: step-up-x4 ends at 5 instead of 4). An adaptive-scheduler
+        # rescale takes seconds to a minute; after the first one the measured restart time is used.
+        f"{_P}restart.time": "1 min",
+        f"{_P}restart.time-tracking.enabled": "true",
+    }
+)
+"""What we recommend, and the daemon's default profile (``Settings.profile``): tuned on
+``bench/bench_decisions.py`` (issue 11 item 4); docs/performance.md has the numbers."""
+
+PROFILES: Final = MappingProxyType({"reference": REFERENCE, "recommended": RECOMMENDED})
+"""The profiles by the name the benchmark and the docs use."""

@@ -1,0 +1,127 @@
+"""The cluster's side of stale readings (``autoscaler/cluster.py``): Flink's fetch interval read from
+``/jobmanager/config``, the warning when the loop is too fast for it, and the stale samples counted and
+told. The daemon runs against the in-process simulator, whose lazy fetcher compares as strictly as
+Flink's, on a fake clock; a stub evaluator stands in for Spark.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from structlog.testing import capture_logs
+
+from autoscaler.clock import FakeClock
+from autoscaler.cluster import flink_fetch_interval_ms
+from autoscaler.daemon import Daemon
+from autoscaler.events import EventLog
+from autoscaler.metrics import MetricsReporter
+from autoscaler.reasons import Reason
+from autoscaler.settings import ClusterSettings, Settings
+from autoscaler.simulator.engine import SimCluster
+from autoscaler.simulator.rest import transport
+from autoscaler.simulator.scenarios import work_job
+from autoscaler.simulator.spec import Constant, SimClusterSpec
+from autoscaler.state import MemoryStateStore
+from autoscaler.testing import StubEvaluator
+
+KEY = "sim/load-job"
+
+
+class Lazy:
+    """One simulated cluster with a lazy fetcher of ``fetch_s`` and a daemon ticking every ``tick_s``."""
+
+    def __init__(self, *, fetch_s: float, tick_s: float, config: dict[str, str] | None = None) -> None:
+        self.tick_s = tick_s
+        self.clock = FakeClock()
+        spec = SimClusterSpec(
+            cooldown_after_rescaling_s=0, metric_fetch_interval_s=fetch_s, config=config or {}
+        )
+        self.sim = SimCluster(spec, self.clock)
+        self.sim.submit(work_job(name="load-job", input_rate=Constant(rate=1000.0), work_parallelism=2))
+        self.metrics, self.events, self.evaluator = MetricsReporter(), EventLog(), StubEvaluator()
+        settings = Settings(
+            clusters=[ClusterSettings(name="sim", rest_url="http://sim.invalid:8081")],
+            control_loop_interval=timedelta(seconds=tick_s),
+            autoscaler={"job.autoscaler.enabled": "true"},
+            metrics_address="",
+        )
+        self.daemon = Daemon(
+            settings,
+            evaluator=self.evaluator,
+            clock=self.clock,
+            state=MemoryStateStore(),
+            events=self.events,
+            metrics=self.metrics,
+            transports={"sim": transport(self.sim)},
+        )
+
+    async def tick(self) -> None:
+        self.clock.advance(self.tick_s)
+        await self.daemon.run_tick()
+
+    def gauge(self, name: str) -> float | None:
+        return self.metrics.registry.get_sample_value(f"flink_autoscaler_{name}", {"cluster": "sim"})
+
+    def stale_total(self) -> float | None:
+        return self.metrics.registry.get_sample_value(
+            "flink_autoscaler_stale_samples_total", {"cluster": "sim", "job": "load-job"}
+        )
+
+
+async def test_a_loop_as_fast_as_the_fetcher_warns_once_and_counts_every_other_sample_stale() -> None:
+    lazy = Lazy(fetch_s=10, tick_s=10)
+    with capture_logs() as logs:
+        for _ in range(6):
+            await lazy.tick()
+    warnings = [e for e in logs if e["event"] == "metric_fetch_interval_too_long"]
+    assert len(warnings) == 1  # once per cluster, not per tick
+    assert "control_loop_interval (10 s) is less than 2 x" in warnings[0]["detail"]
+    assert lazy.gauge("metric_fetch_interval_seconds") == 10.0
+    assert lazy.gauge("metric_fetch_interval_warning") == 1.0
+    # Flink refreshes only for a query MORE than 10 s after the last fetch: ticks 2, 4, 6 read it again.
+    assert lazy.stale_total() == 3
+    stale = lazy.evaluator.samples[0]
+    assert stale.stale_ticks == 1 and stale.ts_ms == lazy.clock.now_ms() - 10_000
+    # Told as a Normal event once per scaling.event.interval, not on every stale tick.
+    assert lazy.events.reasons(KEY).count(Reason.STALE_METRICS) == 1
+
+
+async def test_a_loop_twice_the_fetch_interval_reads_a_new_fetch_every_tick_and_does_not_warn() -> None:
+    lazy = Lazy(fetch_s=5, tick_s=10)
+    with capture_logs() as logs:
+        for _ in range(4):
+            await lazy.tick()
+    assert not [e for e in logs if e["event"] == "metric_fetch_interval_too_long"]
+    assert lazy.gauge("metric_fetch_interval_warning") == 0.0
+    assert lazy.stale_total() is None  # never incremented
+    assert all(s.stale_ticks == 0 for s in lazy.evaluator.samples)
+
+
+async def test_the_warning_is_logged_again_when_the_fetch_interval_changes() -> None:
+    lazy = Lazy(fetch_s=10, tick_s=10)
+    with capture_logs() as logs:
+        await lazy.tick()
+        lazy.sim.spec.config["metrics.fetcher.update-interval"] = "2 s"  # a JobManager restarted with it
+        for _ in range(31):  # the config is re-read every 5 minutes
+            await lazy.tick()
+    events = [e["event"] for e in logs if e["event"].startswith("metric_fetch_interval")]
+    assert events == ["metric_fetch_interval_too_long", "metric_fetch_interval_ok"]
+    assert lazy.gauge("metric_fetch_interval_seconds") == 2.0
+    assert lazy.gauge("metric_fetch_interval_warning") == 0.0
+
+
+@pytest.mark.parametrize(
+    ("config", "expected_ms"),
+    [
+        ({"metrics.fetcher.update-interval": "5000"}, 5_000),  # Flink 1.x: milliseconds
+        ({"metrics.fetcher.update-interval": "10 s"}, 10_000),  # a duration
+        ({"metrics.fetcher.update-interval": "PT2S"}, 2_000),
+        ({"metrics.fetcher.update-interval": "0"}, 0),  # the simulator's fetcher without laziness
+        ({"metrics.fetcher.update-interval": "often"}, None),
+        ({"metrics.fetcher.update-interval": "-1"}, None),
+        ({}, None),  # unset: Flink's default (10 s) is assumed by the session
+    ],
+)
+def test_flinks_fetch_interval_is_read_from_its_key(config: dict[str, str], expected_ms: int | None) -> None:
+    assert flink_fetch_interval_ms(config) == expected_ms
