@@ -89,7 +89,8 @@ def test_threshold_zero_is_the_reference_window() -> None:
 
 def test_a_load_that_keeps_changing_still_gets_a_full_window() -> None:
     """Only MAX_LEVEL_RESETS changes in a row may restart a window that has not filled since."""
-    flapping = itertools.chain(itertools.repeat(1000.0, 10), itertools.cycle([3000.0, 3000.0, 1000.0, 1000.0]))
+    up_then_down = itertools.cycle([3000.0, 3000.0, 1000.0, 1000.0])
+    flapping = itertools.chain(itertools.repeat(1000.0, 10), up_then_down)
     statuses = run(WindowBook(), flapping, 40)
     changes = [i for i, s in enumerate(statuses) if s.load_change_ms is not None]
     assert changes[:MAX_LEVEL_RESETS] == [12, 14]  # up, then down: two in a row, then it must fill
