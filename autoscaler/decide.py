@@ -366,6 +366,11 @@ def _not_ready_text(evaluation: JobEvaluation) -> str:
         )
     if evaluation.not_ready is Reason.STABILIZING:
         return "job recently (re)started: waiting for stabilization.interval"
+    if evaluation.not_ready is Reason.LOAD_CHANGING:
+        return (
+            "the newest interval's offered load differs from the window's by more than "
+            "metrics.load-change.threshold: waiting one interval to tell a load change from a blip"
+        )
     return f"metric window not full yet ({evaluation.window_samples} samples)"
 
 

@@ -42,6 +42,9 @@ class Reason(StrEnum):
     NOT_RUNNING = "NotRunning"
     STABILIZING = "Stabilizing"
     WINDOW_NOT_FULL = "WindowNotFull"
+    # The window is full, but its newest interval's offered load moved past metrics.load-change.threshold:
+    # the next interval tells a load change (the window restarts) from a blip; no decision until then.
+    LOAD_CHANGING = "LoadChanging"
     PARTIAL_METRICS = "PartialMetrics"
     # Flink's lazy metric fetcher served its last fetch again: as an event, a sample that added no point
     # to the window; as an outcome, one served for longer than the fetcher should take (not evaluated).

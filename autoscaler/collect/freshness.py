@@ -13,9 +13,22 @@ always in one of the three. So every new fetch moves some counter, records or no
 counters all equal the job's last reading *is* the last fetch. An idle job's time counters still move:
 its readings are new, and its rates come out 0, as they should.
 
-A stale reading keeps the time it was first read, its fetch time as far as the daemon can tell. The
-window already holds a sample at that time, so the stale one adds no point: Spark and the oracle see the
-same rows, the state store (which keeps one row per time) the same, and no query is added. Bounds:
+A new reading is stamped with its *fetch* time, not the tick's. Flink computes a subtask's busy time as
+the wall-clock time since the task started minus its idle and back-pressured time, so busy + idle +
+back-pressured, summed over a vertex's subtasks and divided by its parallelism, advances exactly with the
+clock of the TaskManagers at each fetch (Flink's own ``TaskIOMetricGroupTest`` asserts that identity).
+The first reading of a job run anchors that clock to its tick's time; every later one is the anchor plus
+the clock's advance. A fetch that landed late in the tick before, or early because another client (the
+web UI, a dashboard) started it, thus still spans exactly the time its records took: on the lab cluster,
+tick stamps put single intervals at 407 and 1,344 rec/s for 800 offered. The anchor's tick may be later
+than its fetch; when a stamp would come after its own tick, the anchor moves to that tick, so the stamps
+converge on the earliest offset seen and never lie in the future. A reading whose clock cannot be read
+(a legacy source reports no busy time on every vertex) or does not agree with the tick's time (going
+backwards, or older than a fetch can be) is stamped with its tick's time and re-anchors, as before.
+
+A stale reading keeps the time of its first read (its fetch's). The window already holds a sample at
+that time, so the stale one adds no point: Spark and the oracle see the same rows, the state store
+(which keeps one row per time) the same, and no query is added. Bounds:
 
 - One fetch may come back for at most :attr:`FetchTiming.stale_limit_ms` (Flink's interval, the loop's,
   and the tick's wait: by then some tick's query must have started a fetch and seen it land). A reading
@@ -31,6 +44,7 @@ the cluster's fetch interval, so that stale readings are routine rather than rar
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, replace
 
 from autoscaler.collect.fetch import Reading, io_reading
@@ -46,6 +60,7 @@ __all__ = [
     "Freshness",
     "StaleMetrics",
     "fetch_interval_warning",
+    "task_clock_ms",
 ]
 
 FETCH_INTERVAL_KEY = "metrics.fetcher.update-interval"
@@ -80,16 +95,26 @@ class FetchTiming:
 class Freshness:
     """What the book made of one tick's reading of a job."""
 
-    ts_ms: int  # the sample's time: the tick's for a new reading, else when the reading was first read
+    ts_ms: int  # the sample's time: its fetch's as the time counters tell (see the module doc)
     stale_ticks: int = 0  # 0: a new reading; n: the n-th tick in a row that read it again
     expired: str | None = None  # why the reading is too old to use (the job is StaleMetrics this tick)
+
+
+@dataclass(frozen=True, slots=True)
+class _Anchor:
+    """A tick's time and the job's task clock then: later fetches are stamped relative to it."""
+
+    tick_ms: int
+    clock_ms: float
 
 
 @dataclass(frozen=True, slots=True)
 class _Last:
     reading: Reading
     running_since_ms: int
-    first_read_ms: int
+    first_read_ms: int  # the tick that first read this reading
+    ts_ms: int  # its stamp (its fetch's time)
+    anchor: _Anchor | None = None
     stale_ticks: int = 0
     idle: bool = False  # clockless and unchanged past the limit: the counters really stopped
 
@@ -109,22 +134,25 @@ class FetchBook:
         """Remember this tick's reading of the job and say whether it is new (see the module doc)."""
         reading = io_reading(details)
         last = self._last.get(job_key)
-        if last is None or last.running_since_ms != details.running_since_ms or last.reading != reading:
-            self._last[job_key] = _Last(reading, details.running_since_ms, now_ms)
-            return Freshness(now_ms)
+        if last is not None and last.running_since_ms != details.running_since_ms:
+            last = None  # a new job run: its task clocks started again
+        if last is None or last.reading != reading:
+            ts_ms, anchor = _stamp(last, task_clock_ms(details), now_ms, timing)
+            self._last[job_key] = _Last(reading, details.running_since_ms, now_ms, ts_ms, anchor)
+            return Freshness(ts_ms)
         if now_ms <= last.first_read_ms:  # read again within the same tick's time: nothing to count
-            return Freshness(last.first_read_ms)
+            return Freshness(last.ts_ms)
         if last.idle:
-            self._last[job_key] = replace(last, first_read_ms=now_ms)
+            self._last[job_key] = replace(last, first_read_ms=now_ms, ts_ms=now_ms)
             return Freshness(now_ms)
         age_ms = now_ms - last.first_read_ms
         if age_ms > timing.stale_limit_ms and not _has_clock(details):
-            self._last[job_key] = replace(last, first_read_ms=now_ms, stale_ticks=0, idle=True)
+            self._last[job_key] = replace(last, first_read_ms=now_ms, ts_ms=now_ms, stale_ticks=0, idle=True)
             return Freshness(now_ms)
         ticks = last.stale_ticks + 1
         self._last[job_key] = replace(last, stale_ticks=ticks)
         expired = _expired(age_ms, ticks, timing) if age_ms > timing.stale_limit_ms else None
-        return Freshness(last.first_read_ms, ticks, expired)
+        return Freshness(last.ts_ms, ticks, expired)
 
     def forget(self, job_key: str) -> None:
         self._last.pop(job_key, None)
@@ -142,6 +170,41 @@ class FetchCheck:
 
     def judge(self, job_key: str, details: JobDetails, now_ms: int) -> Freshness:
         return self.book.judge(job_key, details, now_ms, self.timing)
+
+
+def task_clock_ms(details: JobDetails) -> float | None:
+    """The job's task clock at its fetch: busy + idle + back-pressured ms per subtask (module doc).
+
+    Each running vertex that reports its busy time gives one reading of the clock (its subtasks' mean
+    time since they started); the median of them stands for the job, so one vertex whose subtasks did
+    not all report does not move it. None when no vertex gives one.
+    """
+    clocks = sorted(
+        v.accumulated_time_ms() / v.parallelism
+        for v in details.vertices
+        if v.status == "RUNNING" and v.parallelism > 0 and v.io().accumulated_busy_time_ms >= 0
+    )
+    return statistics.median(clocks) if clocks else None
+
+
+def _stamp(
+    last: _Last | None, clock_ms: float | None, now_ms: int, timing: FetchTiming
+) -> tuple[int, _Anchor | None]:
+    """A new reading's time and the anchor to keep: the anchor's tick plus how far the clock moved.
+
+    The tick's own time (and a new anchor there) when there is no clock or no anchor yet, when the stamp
+    would come after the tick (the anchor's fetch was older than this one's: move it here), and when the
+    clock disagrees with the ticks: not after the last reading's stamp, or older than a fetch may be.
+    """
+    if clock_ms is None:
+        return now_ms, None
+    here = _Anchor(now_ms, clock_ms)
+    if last is None or last.anchor is None:
+        return now_ms, here
+    ts_ms = last.anchor.tick_ms + round(clock_ms - last.anchor.clock_ms)
+    if ts_ms >= now_ms or ts_ms <= last.ts_ms or now_ms - ts_ms > timing.stale_limit_ms:
+        return now_ms, here
+    return ts_ms, last.anchor
 
 
 def _has_clock(details: JobDetails) -> bool:

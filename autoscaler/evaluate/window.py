@@ -8,18 +8,8 @@ of a reset, forgotten or aged-out job disappear without a separate delete. Epoch
 per book and are never reused, so a forgotten job that comes back cannot match its old rows.
 
 A load change inside the window (ours, ``metrics.load-change.threshold``) moves the window's start to
-where the change began. A window half full of the old load averages two loads: after a step up it
-under-estimates the new rate (one restart too few), after a step down it over-estimates it, and the
-scale-down delay then keeps the largest of those half-old recommendations, so a job steps down one
-restart at a time. The detector compares the offered rate of each of the two newest intervals with the rate
-over the rest of the window; the offered rate is what the sources took in plus what their backlog grew by
-(``numRecordsIn + pendingRecords``), so a back-pressured job shows its real load. After a change the
-window must fill again before a decision, which also lets a burst shorter than the window pass without a
-restart (its backlog is caught up afterwards). Noise cannot trigger it: with the rate within +-x % of a
-level the largest relative difference is 2x/(1+x), 26 % for +-15 %, under the default 30 %; and both of
-the two newest intervals must show the change, so one odd interval (a late fetch) does not. So that a
-load that keeps changing still gets decisions, at most :data:`MAX_LEVEL_RESETS` changes in a row may
-restart a window before it has filled once.
+where the change began, and a full window whose newest interval may be the start of one waits an
+interval (``LoadChanging``): ``evaluate/load_change.py`` says why and how a change is told.
 """
 
 from __future__ import annotations
@@ -29,23 +19,27 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from autoscaler.evaluate.load_change import load_changed, load_changing, offered_records
 from autoscaler.reasons import Reason
 
 if TYPE_CHECKING:
     from autoscaler.model import JobSample
 
 __all__ = [
+    "BOUNDARY_REACH",
     "MAX_LEVEL_RESETS",
     "JobWindow",
     "WindowBook",
     "WindowStatus",
     "load_changed",
+    "load_changing",
     "observe",
     "offered_records",
     "window_start_ms",
 ]
 
 MAX_LEVEL_RESETS = 2  # load changes that may restart a window in a row before it has filled once
+BOUNDARY_REACH = 0.5  # the newest sample before the window's start counts if within this many windows
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,26 +71,54 @@ class WindowStatus:
     reset: bool  # this sample started a new epoch (restart, rescale or topology change)
     kept: bool  # this sample's row belongs in the window
     load_change_ms: int | None = None  # this sample showed a load change that began then
+    load_changing: bool = False  # only the newest interval moved past the threshold: wait one more
 
     @property
     def not_ready(self) -> Reason | None:
-        """Reference §1.0/§1.4: stabilizing, then window not full or fewer than 2 samples."""
+        """Reference §1.0/§1.4: stabilizing, then window not full or fewer than 2 samples; ours: a
+        full window whose newest interval may be the start of a load change (``LoadChanging``)."""
         if self.stabilizing:
             return Reason.STABILIZING
         if not self.full or self.samples < 2:
             return Reason.WINDOW_NOT_FULL
+        if self.load_changing:
+            return Reason.LOAD_CHANGING
         return None
 
 
-def window_start_ms(window: JobWindow, now_ms: int) -> int:
+def window_start_ms(window: JobWindow, now_ms: int, *, present: bool = True) -> int:
     """Reference §1.4: only samples after stabilization and within the last metrics.window count;
-    ours: and none from before a load change inside the window."""
-    start = max(window.stable_since_ms, now_ms - window.metrics_window_ms)
-    return start if window.level_since_ms is None else max(start, window.level_since_ms)
+    ours: and none from before a load change inside the window.
+
+    Two refinements of "within the last metrics.window", both so that a window's rate spans the whole
+    window whatever the ticks' timing:
+
+    - It ends at the newest sample, not at the tick: a sample is stamped with its metric fetch's time
+      (``collect/freshness.py``), a little before its tick, and a tick that found no new fetch adds no
+      sample, so ending it at the tick would drop the oldest point on every such tick.
+    - It begins at the newest sample at or before that end minus metrics.window (never before
+      stabilization or a load change): with a point every 10 s (Flink fetching every 5 s, every other
+      tick stale), a boundary at exactly 30 s is a coin toss between 3 points spanning 20 s and 4 spanning
+      30 s, decided by milliseconds of jitter; a load change needs 4 points to be seen. That point
+      counts only if it is less than half a window before the boundary (:data:`BOUNDARY_REACH`): after
+      a gap in collection the window is what is left, as in the reference, not a span of the gap.
+
+    A job not ``present`` in this tick ages out by the tick's time, sample by sample.
+    """
+    edge = min(now_ms, window.last_ts_ms) if present else now_ms
+    floor = (
+        window.stable_since_ms
+        if window.level_since_ms is None
+        else max(window.stable_since_ms, window.level_since_ms)
+    )
+    soft = edge - window.metrics_window_ms
+    reach = soft - BOUNDARY_REACH * window.metrics_window_ms
+    before = [ts for ts in window.timestamps if reach < ts <= soft] if present else []
+    return max(floor, before[-1] if before else soft)
 
 
-def _slide(window: JobWindow, now_ms: int) -> JobWindow:
-    start = window_start_ms(window, now_ms)
+def _slide(window: JobWindow, now_ms: int, *, present: bool = True) -> JobWindow:
+    start = window_start_ms(window, now_ms, present=present)
     if not window.timestamps or window.timestamps[0] >= start:
         return window
     kept = [i for i, ts in enumerate(window.timestamps) if ts >= start]
@@ -107,58 +129,11 @@ def _slide(window: JobWindow, now_ms: int) -> JobWindow:
     )
 
 
-def offered_records(sample: JobSample) -> float:
-    """The records the job's sources were offered so far: taken in plus still pending.
-
-    Its rate is the offered load whether or not the job keeps up (a back-pressured source takes in
-    less and its backlog grows by the rest). NaN if a source's input or backlog is unknown in this
-    sample: a hole read as 0 would look like a load change. So a job whose sources report no backlog
-    (``pendingRecords``) gets no load-change detection, only the reference's window.
-    """
-    topology = sample.topology
-    total = 0.0
-    for vid in topology.vertices:
-        if not topology.is_source(vid):
-            continue
-        v = sample.vertices.get(vid)
-        if v is None:
-            return math.nan
-        total += v.num_records_in + v.pending_records
-    return total
-
-
-def load_changed(points: tuple[tuple[int, float], ...], threshold: float) -> bool:
-    """Whether the offered rate of each of the two newest intervals differs from the rate over the rest
-    of the window by more than ``threshold`` of the larger of the two, in the same direction.
-
-    Two intervals, not one: a single odd interval is what a late metric fetch looks like on a real
-    cluster (one interval short of records, the next one long), not a new load. Needs three intervals;
-    unknown or falling counts (a reset) never count as a change.
-    """
-    if threshold <= 0 or len(points) < 4:
-        return False
-    (t0, a0), (tb, ab), (tm, am), (tn, an) = points[0], points[-3], points[-2], points[-1]
-    if not t0 < tb < tm < tn:
-        return False
-    before = (ab - a0) / (tb - t0)
-    first, second = (am - ab) / (tm - tb), (an - am) / (tn - tm)
-    rates = (before, first, second)
-    if not all(math.isfinite(r) and r >= 0 for r in rates):
-        return False
-
-    def moved(recent: float) -> float:
-        larger = max(before, recent)
-        return 0.0 if larger == 0 else (recent - before) / larger
-
-    up, down = moved(first), moved(second)
-    return (up > threshold and down > threshold) or (up < -threshold and down < -threshold)
-
-
 def _after_load_change(window: JobWindow, threshold: float) -> tuple[JobWindow, int | None]:
     """Restart the window where the two newest intervals began if the load changed there (module doc)."""
     if window.first_stable_ts_ms is None or window.level_resets >= MAX_LEVEL_RESETS:
         return window, None
-    if not load_changed(tuple(zip(window.timestamps, window.offered, strict=True)), threshold):
+    if not load_changed(_points(window), threshold):
         return window, None
     since = window.timestamps[-3]
     return (
@@ -175,7 +150,13 @@ def _after_load_change(window: JobWindow, threshold: float) -> tuple[JobWindow, 
 
 
 def _status(
-    window: JobWindow, now_ms: int, *, reset: bool, kept: bool, load_change_ms: int | None = None
+    window: JobWindow,
+    now_ms: int,
+    *,
+    reset: bool,
+    kept: bool,
+    load_change_ms: int | None = None,
+    load_changing: bool = False,
 ) -> WindowStatus:
     first = window.first_stable_ts_ms
     return WindowStatus(
@@ -187,6 +168,7 @@ def _status(
         reset=reset,
         kept=kept,
         load_change_ms=load_change_ms,
+        load_changing=load_changing,
     )
 
 
@@ -234,7 +216,8 @@ def observe(
         )
     if ts_ms <= window.last_ts_ms:  # duplicate or out of order: nothing new to add
         window = _slide(window, now_ms)
-        return window, _status(window, now_ms, reset=False, kept=False)
+        changing = _full(window, now_ms) and load_changing(_points(window), load_change_threshold)
+        return window, _status(window, now_ms, reset=False, kept=False, load_changing=changing)
 
     window = replace(window, last_ts_ms=ts_ms)
     if window.first_stable_ts_ms is None and ts_ms >= window.stable_since_ms:
@@ -243,12 +226,22 @@ def observe(
     if kept:
         window = replace(window, timestamps=(*window.timestamps, ts_ms), offered=(*window.offered, offered))
     window = _slide(window, now_ms)
-    change_ms = None
+    change_ms, changing = None, False
     if kept:
         window, change_ms = _after_load_change(window, load_change_threshold)
     if change_ms is None and _full(window, now_ms):
+        # A window that filled after MAX_LEVEL_RESETS restarts in a row decides without waiting, or a
+        # load that keeps changing would never get a decision.
+        capped = window.level_resets >= MAX_LEVEL_RESETS
+        changing = not capped and load_changing(_points(window), load_change_threshold)
         window = replace(window, level_resets=0)  # it filled and decides: changes may restart it again
-    return window, _status(window, now_ms, reset=restarted, kept=kept, load_change_ms=change_ms)
+    return window, _status(
+        window, now_ms, reset=restarted, kept=kept, load_change_ms=change_ms, load_changing=changing
+    )
+
+
+def _points(window: JobWindow) -> tuple[tuple[int, float], ...]:
+    return tuple(zip(window.timestamps, window.offered, strict=True))
 
 
 class WindowBook:
@@ -312,12 +305,13 @@ class WindowBook:
         here = set(present)
         keep: dict[str, tuple[int, int]] = {}
         for key, window in list(self._windows.items()):
-            window = _slide(window, now_ms)
-            if key not in here and not window.timestamps:
+            present = key in here
+            window = _slide(window, now_ms, present=present)
+            if not present and not window.timestamps:
                 del self._windows[key]
                 continue
             self._windows[key] = window
-            keep[key] = (window.epoch, window_start_ms(window, now_ms))
+            keep[key] = (window.epoch, window_start_ms(window, now_ms, present=present))
         return keep
 
     def forget(self, job_keys: Iterable[str]) -> None:

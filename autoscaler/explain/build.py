@@ -41,8 +41,8 @@ GATES: tuple[tuple[str, frozenset[Reason], str], ...] = (
     ("rescale in flight", frozenset({Reason.RESCALE_IN_FLIGHT}), "no earlier rescale is still settling"),
     (
         "metrics ready",
-        frozenset({Reason.STABILIZING, Reason.WINDOW_NOT_FULL, Reason.PARTIAL_METRICS}),
-        "the job is stable and the metric window is full",
+        frozenset({Reason.STABILIZING, Reason.WINDOW_NOT_FULL, Reason.LOAD_CHANGING, Reason.PARTIAL_METRICS}),
+        "the job is stable and the metric window is full, of one load",
     ),
     (
         "metrics known",

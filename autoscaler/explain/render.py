@@ -36,6 +36,7 @@ _OUTCOME_WORDS: dict[str, str] = {
     Reason.RESCALE_IN_FLIGHT: "waiting: the last rescale is not running yet",
     Reason.STABILIZING: "waiting: the job (re)started recently",
     Reason.WINDOW_NOT_FULL: "waiting: the metric window is not full yet",
+    Reason.LOAD_CHANGING: "waiting: the load may be changing (one more interval tells)",
     Reason.MEMORY_PRESSURE: "not scaled: memory pressure",
     Reason.SCALING_VETOED: "not scaled: an executor plugin vetoed it",
     Reason.PLUGIN_FAILED: "not scaled: a plugin failed",

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
+import httpx
 import pytest
 import respx
 from collect_flink import BASE, JID, SRC, RecordingSleep
@@ -202,6 +203,78 @@ async def test_telling_a_stale_reading_costs_no_request(
         per_tick.append((sample.stale_ticks, len(flink.queried), flink.details_reads - reads))
         clock.advance(TICK_S)
     assert per_tick == [(0, 6, 2), (1, 3, 2)] * 2  # (stale ticks, vertex queries, /jobs/:id reads)
+
+
+# --------------------------------------------------------------------------------------- fetch-time stamps
+async def poked_ticks(
+    flink: LazyFlink, client: FlinkClient, clock: FakeClock, n: int, book: FetchBook | None, poke_s: int
+) -> list[Tick]:
+    """``ticks`` with another client (a dashboard) querying Flink ``poke_s`` after each tick."""
+    run: list[Tick] = []
+    for _ in range(n):
+        run += await ticks(client, clock, 1, book)
+        clock.advance(poke_s)
+        flink.handle(httpx.Request("GET", f"{BASE}/jobs/{JID}"))
+        clock.advance(TICK_S - poke_s)
+    return run
+
+
+async def test_a_fetch_another_client_started_is_stamped_with_its_own_time(
+    flink: LazyFlink, client: FlinkClient, clock: FakeClock
+) -> None:
+    """A dashboard's query 2 s after each tick starts some of Flink's fetches: the ticks then read a
+    fetch 3 s old as new. Stamped by the task clock each sample carries its fetch's time, so every
+    window's rate is exact; stamped with the ticks' times, the spans alternate 10 s and 5 s for 7 s and
+    8 s of records."""
+    fetched_before = len(flink.fetches)
+    run = await poked_ticks(flink, client, clock, 16, FetchBook(), poke_s=2)
+    fetch_times = set(flink.fetches[fetched_before:])
+    new = [t for t in run if t.sample.stale_ticks == 0]
+    assert len(new) >= 10 and any(t.sample.ts_ms < t.now_ms for t in new)
+    assert {t.sample.ts_ms for t in new} <= fetch_times  # each stamped with the time its fetch started
+    assert source_rates(run)[2:] == pytest.approx([RATE] * 14, rel=1e-9)
+
+
+async def test_stamped_with_the_ticks_the_dashboards_fetches_bias_the_rate(
+    flink: LazyFlink, client: FlinkClient, clock: FakeClock
+) -> None:
+    """The same run, each new reading stamped with its tick's time (no task clock in /jobs/:id)."""
+    flink.clocked = False
+    run = await poked_ticks(flink, client, clock, 16, FetchBook(), poke_s=2)
+    errors = [abs(r / RATE - 1) for r in source_rates(run)[7:]]
+    assert max(errors) > 0.05
+
+
+async def test_an_anchor_read_from_an_old_fetch_moves_to_the_first_tick_that_fetched_itself(
+    flink: LazyFlink, client: FlinkClient, clock: FakeClock
+) -> None:
+    """The book's first reading of the job may be a fetch another client started 3 s earlier: anchored
+    at the tick, later stamps run 3 s late until one would come after its own tick. That one is the
+    tick's own fetch; the anchor moves there and the stamps are the fetch times from then on."""
+    flink.handle(httpx.Request("GET", f"{BASE}/jobs/{JID}"))  # a fetch now ...
+    clock.advance(3)  # ... read as the first reading 3 s later
+    fetched_before = len(flink.fetches)
+    run = await poked_ticks(flink, client, clock, 12, FetchBook(), poke_s=2)
+    assert all(t.sample.ts_ms <= t.now_ms for t in run)
+    fetch_times = set(flink.fetches[fetched_before - 1 :])
+    late = [t.sample.ts_ms for t in run if t.sample.stale_ticks == 0 and t.sample.ts_ms not in fetch_times]
+    assert run[0].sample.ts_ms == run[0].now_ms  # the anchor: the first tick's time
+    assert late == [run[0].now_ms]  # only the anchor's own stamp is off (by 3 s), none after it
+
+
+def test_a_clock_that_goes_back_or_is_missing_stamps_with_the_tick() -> None:
+    book = FetchBook()
+    assert book.judge("k", _details(100, busy=1_000.0), 10_000, TIMING).ts_ms == 10_000
+    # The clock moved 4 s in a 5 s tick: the fetch landed 1 s before the tick.
+    assert book.judge("k", _details(200, busy=5_000.0), 15_000, TIMING).ts_ms == 14_000
+    # Backwards (a subtask restarted, its time counters reset): the tick's time, and a new anchor.
+    assert book.judge("k", _details(300, busy=2_000.0), 20_000, TIMING).ts_ms == 20_000
+    assert book.judge("k", _details(400, busy=6_500.0), 25_000, TIMING).ts_ms == 24_500
+    # Further than a fetch can be behind (the clock barely moved): the tick's time.
+    assert book.judge("k", _details(500, busy=6_600.0), 60_000, TIMING).ts_ms == 60_000
+    # No busy time on any vertex (a legacy source): no clock, the tick's time.
+    assert book.judge("k", _details(600, busy=math.nan), 65_000, TIMING).ts_ms == 65_000
+    assert book.judge("k", _details(700, busy=math.nan), 70_000, TIMING).ts_ms == 70_000
 
 
 # --------------------------------------------------------------------------------------- idle

@@ -67,7 +67,8 @@ def test_full_but_too_few_samples_is_not_ready() -> None:
     book = WindowBook()
     first = RUNNING + 5 * M
     feed(book, first)
-    st = feed(book, first + 16 * M)  # the first one aged out
+    # The first one aged out: more than half a window before the window's start (BOUNDARY_REACH).
+    st = feed(book, first + 23 * M)
     assert st.full and st.samples == 1 and st.not_ready is Reason.WINDOW_NOT_FULL
 
 
@@ -151,3 +152,25 @@ def test_copy_is_an_independent_snapshot() -> None:
     other = book.get("other")
     assert other is not None
     assert feed(snapshot, RUNNING + 7 * M, key="other").epoch == other.epoch  # the counter rolled back too
+
+
+def test_the_window_ends_at_its_newest_sample_and_begins_at_the_last_one_before_its_start() -> None:
+    """A point every 10 s (every other tick found no new fetch), stamped a few ms off the ticks' grid:
+    the window spans at least its whole 30 s on every tick (4 or 5 points), where "samples within 30 s
+    of the tick" would hold 3 points spanning 20 s on every tick without a new fetch, and on some with
+    one."""
+    book = WindowBook()
+    start = RUNNING + 5 * M
+    stamps = [start + i * 10 * S + (7 if i % 2 else 0) for i in range(8)]  # 7 ms of jitter, every other
+    spans = []
+    for ts in stamps:
+        for now_ms in (ts + 15, ts + 5 * S):  # the tick 5 s later reads the same fetch again
+            status = feed(book, ts, now_ms=now_ms, metrics_window_ms=30 * S)
+            window = book.get("j")
+            assert window is not None and status.start_ms == window.timestamps[0]
+            if status.full:
+                spans.append(window.timestamps[-1] - window.timestamps[0])
+    assert len(spans) >= 8 and all(30 * S <= span <= 40 * S for span in spans)
+    # Never more than half a window before the start: a gap in collection leaves what is left.
+    late = feed(book, stamps[-1] + 55 * S, metrics_window_ms=30 * S)
+    assert late.samples == 1

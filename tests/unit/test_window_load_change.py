@@ -1,4 +1,5 @@
-"""A load change inside the window restarts it where the change began (ours, metrics.load-change.*)."""
+"""A load change inside the window restarts it where the change began, and a full window waits an
+interval when one may be starting (ours, metrics.load-change.threshold; evaluate/load_change.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from collections.abc import Iterator
 import pytest
 from test_window import RUNNING, S, feed
 
-from autoscaler.evaluate.window import MAX_LEVEL_RESETS, WindowBook, WindowStatus, load_changed
+from autoscaler.evaluate.load_change import load_changed, load_changing
+from autoscaler.evaluate.window import MAX_LEVEL_RESETS, WindowBook, WindowStatus
 from autoscaler.reasons import Reason
 
 TICK = 5 * S
@@ -63,7 +65,9 @@ def test_a_step_restarts_the_window_at_the_step_and_it_must_fill_again() -> None
     book = WindowBook()
     statuses = run(book, steady_then(2000.0), 20)
     step = FIRST + 10 * TICK  # the first sample that saw the doubled rate is at 11 * TICK
-    assert statuses[11].load_change_ms is None and statuses[11].not_ready is None  # one interval: wait
+    # One interval: maybe a change, maybe a blip; no decision on a window that straddles it.
+    assert statuses[11].load_change_ms is None and statuses[11].not_ready is Reason.LOAD_CHANGING
+    assert all(s.not_ready is None for s in statuses[6:11])  # full (30 s) and steady before it
     changed = statuses[12]  # the second interval confirms it
     assert changed.load_change_ms == step
     assert changed.start_ms == step and changed.samples == 3
@@ -115,7 +119,7 @@ def test_offered_records_are_what_the_sources_took_in_plus_their_backlog() -> No
 
     from formula_builders import job_sample, topology
 
-    from autoscaler.evaluate.window import offered_records
+    from autoscaler.evaluate.load_change import offered_records
     from autoscaler.model import VertexSample
 
     sample = job_sample(topology({"a": 1, "b": 1, "w": 1}, [("a", "w"), ("b", "w")]))
@@ -127,3 +131,46 @@ def test_offered_records_are_what_the_sources_took_in_plus_their_backlog() -> No
     assert offered_records(replace(sample, vertices=vertices)) == 175.0
     hole = {**vertices, "b": VertexSample(num_records_in=50.0, pending_records=math.nan)}
     assert math.isnan(offered_records(replace(sample, vertices=hole)))  # a hole is not a load change
+
+
+def test_a_blip_holds_the_decision_one_interval_then_the_window_decides_as_it_is() -> None:
+    """One interval at twice the load, then the old load again: not a change (the window keeps its
+    samples), but no decision on the tick that could not tell yet."""
+    blip = itertools.chain(itertools.repeat(1000.0, 10), [2000.0], itertools.repeat(1000.0))
+    statuses = run(WindowBook(), blip, 14)
+    assert statuses[11].not_ready is Reason.LOAD_CHANGING
+    assert all(s.load_change_ms is None for s in statuses)
+    assert statuses[12].not_ready is None and statuses[12].samples == 7
+
+
+def test_a_tick_without_a_new_sample_keeps_holding() -> None:
+    """A stale tick (Flink served its last fetch again) adds nothing that could tell: still waiting."""
+    book = WindowBook()
+    statuses = run(book, steady_then(2000.0), 12)
+    assert statuses[11].not_ready is Reason.LOAD_CHANGING
+    last = FIRST + 11 * TICK
+    again = feed(
+        book,
+        last,
+        now_ms=last + TICK,
+        metrics_window_ms=WINDOW,
+        stabilization_ms=30 * S,
+        load_change_threshold=0.3,
+    )
+    assert not again.kept and again.not_ready is Reason.LOAD_CHANGING
+
+
+@pytest.mark.parametrize(
+    ("points", "changing"),
+    [
+        (((0, 0.0), (5, 5000.0), (10, 10000.0)), False),  # steady
+        (((0, 0.0), (5, 5000.0), (10, 15000.0)), True),  # the newest interval doubled
+        (((0, 0.0), (5, 5000.0), (10, 6000.0)), True),  # fell to a fifth
+        (((0, 0.0), (5, 5000.0), (10, 11250.0)), False),  # +25 %: 0.2 of the larger
+        (((0, 0.0), (5, 5000.0)), False),  # one interval: nothing to compare with
+        (((0, 0.0), (5, math.nan), (10, 9.0)), False),  # unknown
+    ],
+)
+def test_load_changing(points: tuple[tuple[int, float], ...], changing: bool) -> None:
+    assert load_changing(points, 0.3) is changing
+    assert load_changing(points, 0.0) is False  # off
