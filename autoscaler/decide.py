@@ -30,6 +30,7 @@ from autoscaler.reasons import Reason
 from autoscaler.resources import quota_exceeded
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import DelayedScaleDown, JobState
+from autoscaler.unknown_metrics import metrics_unknown, partly_unknown
 
 __all__ = ["Decision", "VertexChange", "decide"]
 
@@ -110,7 +111,7 @@ def decide(
                 evaluation.not_ready, _not_ready_text(evaluation), replace(state, delayed_scale_down={})
             )
         return no(evaluation.not_ready, _not_ready_text(evaluation))
-    unknown = _metrics_unknown(evaluation, options)
+    unknown = metrics_unknown(evaluation, options)
     if unknown:
         # Unknown is not "in band": nothing was judged, so nothing is scaled and the delayed
         # scale-downs stay as they were (an unknown tick neither adds to nor clears them).
@@ -146,7 +147,7 @@ def decide(
         return no(
             Reason.IN_BAND,
             "all vertices that could change are within their utilization band"
-            + _partly_unknown(evaluation, options),
+            + partly_unknown(evaluation, options),
             new_state,
         )
     if not options.scaling_enabled:
@@ -261,7 +262,7 @@ def _vertex_changes(
             if v.outside_band:
                 outside.add(v.vertex)
             continue
-        pending = (previous or DelayedScaleDown(now_ms, ())).add(
+        pending = (previous or DelayedScaleDown(_delay_origin(evaluation, now_ms), ())).add(
             now_ms, v.target_parallelism, interval_ms, outside_band=v.outside_band
         )
         # Kept until a scaling executes (JobState.with_scaling clears it), as in the reference: a
@@ -278,61 +279,19 @@ def _vertex_changes(
     return changes, delayed, outside
 
 
-def _metrics_unknown(evaluation: JobEvaluation, options: AutoscalerOptions) -> str | None:
-    """Why this tick cannot judge the job at all, or None: the metrics of the vertices that matter are
-    NaN or missing (a vertex absent from the evaluation counts as unknown).
+def _delay_origin(evaluation: JobEvaluation, now_ms: int) -> int:
+    """When a new scale-down delay starts: now (the reference), or at the first sample of a new load
+    while the window still starts at the load change (``metrics.load-change.threshold``, ours).
 
-    What matters:
-
-    - every source's target data rate, excluded sources included: every other vertex's target rate
-      is propagated from the sources, so one unknown source leaves everything downstream of it
-      unknown (the reference's evaluator fails the whole job there);
-    - at least one vertex that could be scaled (not in ``vertex.exclude.ids``) with known rates.
-
-    An unknown vertex among known ones is only left as it is, while the others are decided; the
-    in-band text then names it, so "in band" never covers a vertex nobody measured.
+    The delay asks that the lower load last ``scale-down.interval`` before the job follows it. The
+    reference can only count from the first recommendation, which comes a full window after the load
+    fell; a window restarted at the change has shown nothing but the new load since its first sample
+    of it, so the load has lasted since then. Counting from there saves a window of over-provisioning
+    per step down and asks the load to last just as long. Once the window has slid past the change (a
+    drift since, not a step) the delay counts from now again.
     """
-    topology = evaluation.sample.topology
-    vertices = evaluation.vertices
-    names = {v.id: v.name for v in topology}
-    sources = [
-        vid
-        for vid in topology.vertices
-        if topology.is_source(vid) and (vid not in vertices or math.isnan(vertices[vid].target_data_rate))
-    ]
-    if sources:
-        which = (
-            f"source {_names(sources, names)} is"
-            if len(sources) == 1
-            else f"sources {_names(sources, names)} are"
-        )
-        return (
-            f"metrics unknown: the target data rate of {which} NaN or missing, so no vertex downstream "
-            "can be judged; nothing is scaled"
-        )
-    candidates = [vid for vid in topology.vertices if vid not in options.vertex_exclude_ids]
-    if candidates and all(vid not in vertices or vertices[vid].unknown for vid in candidates):
-        return (
-            f"metrics unknown for every vertex that could be scaled ({_names(candidates, names)}): "
-            "true processing rate or target data rate is NaN or missing; nothing is scaled"
-        )
-    return None
-
-
-def _partly_unknown(evaluation: JobEvaluation, options: AutoscalerOptions) -> str:
-    """The vertices that were not judged because their metrics are unknown, for an in-band text."""
-    names = {v.id: v.name for v in evaluation.sample.topology}
-    unknown = [
-        vid
-        for vid in evaluation.sample.topology.vertices
-        if vid not in options.vertex_exclude_ids
-        and (vid not in evaluation.vertices or evaluation.vertices[vid].unknown)
-    ]
-    return f"; metrics unknown for {_names(unknown, names)} (not judged)" if unknown else ""
-
-
-def _names(vids: list[VertexId], names: Mapping[VertexId, str]) -> str:
-    return ", ".join(names.get(vid, vid) for vid in vids)
+    since = evaluation.level_since_ms
+    return since if since is not None and since <= now_ms else now_ms
 
 
 def _excluded(v: VertexEvaluation, options: AutoscalerOptions) -> bool:

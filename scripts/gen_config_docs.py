@@ -356,7 +356,11 @@ have no effect, as in the reference's standalone autoscaler.
 
 GATES: list[tuple[str, str]] = [
     ("a previous rescale is not running yet", "`RescaleInFlight`"),
-    ("the job is stabilizing or the metric window is not full", "`Stabilizing`, `WindowNotFull`"),
+    (
+        "the job is stabilizing, the metric window is not full, or its newest interval may start a load"
+        " change (`metrics.load-change.threshold`)",
+        "`Stabilizing`, `WindowNotFull`, `LoadChanging`",
+    ),
     (
         "the rates of the vertices that matter are NaN or missing: a source's target data rate, or every"
         " vertex outside `vertex.exclude.ids`",

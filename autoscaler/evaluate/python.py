@@ -163,6 +163,7 @@ class PythonEvaluator:
             not_ready_detail="; ".join(missing),
             evaluator_failures=failures,
             load_change_ms=status.load_change_ms,
+            level_since_ms=status.level_since_ms,
         )
 
     # -- lifecycle -----------------------------------------------------------------------------

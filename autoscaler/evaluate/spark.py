@@ -432,6 +432,7 @@ def _job_evaluation(
         not_ready_detail="; ".join(missing),
         evaluator_failures=failures,
         load_change_ms=status.load_change_ms,
+        level_since_ms=status.level_since_ms,
     )
 
 

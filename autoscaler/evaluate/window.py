@@ -72,6 +72,9 @@ class WindowStatus:
     kept: bool  # this sample's row belongs in the window
     load_change_ms: int | None = None  # this sample showed a load change that began then
     load_changing: bool = False  # only the newest interval moved past the threshold: wait one more
+    # While the window still starts where a load change began: its first sample of the new load, since
+    # which the load is known to have been at its level (a scale-down delay may count from it; decide.py).
+    level_since_ms: int | None = None
 
     @property
     def not_ready(self) -> Reason | None:
@@ -169,7 +172,21 @@ def _status(
         kept=kept,
         load_change_ms=load_change_ms,
         load_changing=load_changing,
+        level_since_ms=_level_known_since(window, now_ms),
     )
+
+
+def _level_known_since(window: JobWindow, now_ms: int) -> int | None:
+    """The first sample of the new load, while the window still starts where a load change began.
+
+    The change happened somewhere in the window's first interval (the window restarted at its start);
+    from the sample that ends it on, every interval is of the new load, so the load is known to have
+    been at its level since then. Not once the window slid past the change (a drift since, not a step).
+    """
+    since = window.level_since_ms
+    if since is None or len(window.timestamps) < 2 or window_start_ms(window, now_ms) != since:
+        return None
+    return window.timestamps[1]
 
 
 def _full(window: JobWindow, now_ms: int) -> bool:

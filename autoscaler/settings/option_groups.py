@@ -403,8 +403,9 @@ class OwnOptions(BaseModel):
         json_schema_extra=OURS,
         description="Restart the metric window where the offered load changed by more than this fraction "
         "of the larger rate (each of the two newest intervals against the rest of the window), so a "
-        "decision uses only "
-        "samples of the new load; 0 disables it (the reference averages across the change).",
+        "decision uses only samples of the new load; while only the newest interval has moved, wait "
+        "one interval (LoadChanging); a scale-down delay counts from the change. 0 disables all three "
+        "(the reference averages across the change).",
     )
     prefer_counter_rates: bool = Field(
         True,

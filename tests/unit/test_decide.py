@@ -254,3 +254,18 @@ def test_a_load_change_drops_the_delayed_scale_downs_of_the_old_load():
     assert "the offered load changed at" in res.detail
     kept = decide(replace(ev, load_change_ms=None), pending, AutoscalerOptions(enabled=True), now_ms=10_000)
     assert kept.state.delayed_scale_down == pending.delayed_scale_down  # not ready alone keeps them
+
+
+def test_after_a_load_change_the_scale_down_delay_counts_from_the_change():
+    """The window restarted at the change and still starts there: the lower load has lasted since then,
+    so the delay counts from there (ours); once the window slid past it, from the first recommendation."""
+    opts = AutoscalerOptions(enabled=True, scale_down_interval="1 min")
+    ev = make_evaluation([vertex_eval("work", 4, 1)], options=opts)
+    first = decide(replace(ev, level_since_ms=10 * 1000), JobState(), opts, now_ms=40 * 1000)
+    assert first.outcome is Reason.SCALE_DOWN_DELAYED and "30 s left" in first.detail
+    assert first.state.delayed_scale_down["work"].first_trigger_ms == 10 * 1000
+    due = decide(replace(ev, level_since_ms=10 * 1000), first.state, opts, now_ms=70 * 1000)
+    assert due.outcome is Reason.SCALING and {k: c.target for k, c in due.changes.items()} == {"work": 1}
+    plain = decide(ev, JobState(), opts, now_ms=40 * 1000)  # no load change: the reference's delay
+    assert plain.state.delayed_scale_down["work"].first_trigger_ms == 40 * 1000
+    assert "60 s left" in plain.detail
