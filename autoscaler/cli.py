@@ -194,7 +194,11 @@ async def _serve(
                 evaluators=EvaluatorInstances(evaluators),
                 state=stores.state,
                 events=stores.events,
-                on_outcome=outcome_recorder(JsonDecisionDir(decisions_dir)) if decisions_dir else None,
+                on_outcome=(
+                    outcome_recorder(JsonDecisionDir(decisions_dir, settings.decision_history))
+                    if decisions_dir
+                    else None
+                ),
             )
             await _until_stopped(daemon)
         finally:
@@ -230,7 +234,7 @@ def _reader(args: argparse.Namespace) -> Iterator[DecisionReader]:
     if not Path(decisions_dir).is_dir():
         raise ConfigError(f"no decisions at {decisions_dir}: has the daemon run with this config?")
     with _warnings_only():
-        reader, notes, close = open_reader(settings.state_url, decisions_dir)
+        reader, notes, close = open_reader(settings.state_url, decisions_dir, settings.decision_history)
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
         try:

@@ -280,15 +280,15 @@ def _vertex_changes(
 
 
 def _delay_origin(evaluation: JobEvaluation, now_ms: int) -> int:
-    """When a new scale-down delay starts: now (the reference), or at the first sample of a new load
-    while the window still starts at the load change (``metrics.load-change.threshold``, ours).
+    """When a new scale-down delay starts: now (the reference), or, on the first decision after a load
+    change, at the first sample of the new load (``metrics.load-change.threshold``, ours).
 
     The delay asks that the lower load last ``scale-down.interval`` before the job follows it. The
     reference can only count from the first recommendation, which comes a full window after the load
-    fell; a window restarted at the change has shown nothing but the new load since its first sample
+    fell; the window restarted at the change has shown nothing but the new load since its first sample
     of it, so the load has lasted since then. Counting from there saves a window of over-provisioning
-    per step down and asks the load to last just as long. Once the window has slid past the change (a
-    drift since, not a step) the delay counts from now again.
+    per step down and asks the load to last just as long. A recommendation that first comes on a later
+    tick (a drift since, not the step) counts from now.
     """
     since = evaluation.level_since_ms
     return since if since is not None and since <= now_ms else now_ms

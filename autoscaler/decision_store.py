@@ -32,6 +32,7 @@ import structlog
 
 from autoscaler.events import Event
 from autoscaler.explain import DecisionRecord, add_decision, record_from_outcome
+from autoscaler.settings.daemon_settings import DECISION_HISTORY, MAX_DECISION_HISTORY
 from autoscaler.state import JobState
 from autoscaler.state.store import Lease
 
@@ -54,11 +55,7 @@ __all__ = [
 
 log = structlog.get_logger(__name__)
 
-# Decisions kept per job. A run of ticks that decided the same is one decision, so 20 reach back over
-# the last rescales and what led to them, while a file stays a few hundred kB even for a large job.
-# (A candidate for a daemon setting; bounded by MAX_DECISION_HISTORY.)
-DECISION_HISTORY = 20
-MAX_DECISION_HISTORY = 1000
+# Decisions kept per job: the daemon's ``decision_history`` setting (20 by default, at most 1000).
 _LATEST, _EARLIER = ".json", ".history.jsonl"
 
 
@@ -275,14 +272,14 @@ class JsonDecisionDir:
 
 
 def open_reader(
-    state_url: str, decisions_dir: str | Path
+    state_url: str, decisions_dir: str | Path, keep: int = DECISION_HISTORY
 ) -> tuple[StoreReader, list[str], Callable[[], None]]:
     """The CLI's reader: decisions from ``decisions_dir``, states and events from the state database.
 
     Returns the reader, notes for the operator on what cannot be shown, and a function that closes the
     database. The database is opened without migrating and never created: a reader must not change it.
     """
-    decisions = JsonDecisionDir(decisions_dir)
+    decisions = JsonDecisionDir(decisions_dir, keep)
     state, events, close, notes = _open_state(state_url)
     return StoreReader(decisions, state, events), notes, close
 

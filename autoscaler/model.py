@@ -323,7 +323,7 @@ class JobEvaluation:
     not_ready_detail: str = ""  # why, in words, when not_ready needs more than its reason (PluginFailed)
     evaluator_failures: tuple[str, ...] = ()  # custom evaluators that raised; their overrides were ignored
     load_change_ms: int | None = None  # the offered load changed here: the window restarted (window.py)
-    level_since_ms: int | None = None  # the window still starts at a load change then (WindowStatus)
+    level_since_ms: int | None = None  # first decision on a new load: its first sample (WindowStatus)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vertices", frozen_map(self.vertices))

@@ -154,6 +154,16 @@ def _traces(long_s: float) -> dict[str, Trace]:
             settles=False,
         ),
         Trace(
+            # Shorter than the 30 s window: the load-change window should let them pass.
+            "short-bursts",
+            "1500 rec/s, 15 s at 3000 every 10 min",
+            Bursts(base=1500, peak=3000, every_s=600, duration_s=15, start_s=w),
+            w + 3600,
+            1500,
+            settles=False,
+        ),
+        Trace(
+            # As long as the window: a full window of the burst, the edge of what a window tells apart.
             "bursts",
             "1500 rec/s, 30 s at 3000 every 10 min",
             Bursts(base=1500, peak=3000, every_s=600, duration_s=30, start_s=w),

@@ -57,6 +57,8 @@ class JobWindow:
     offered: tuple[float, ...] = ()  # the sources' offered records at each of those samples
     level_since_ms: int | None = None  # a load change began here: the window starts no earlier
     level_resets: int = 0  # load changes that restarted the window since it was last full
+    level_known_ms: int | None = None  # the first sample of the new load after the last load change
+    level_told: bool = False  # the first decision on the new load has been offered (WindowStatus)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +74,7 @@ class WindowStatus:
     kept: bool  # this sample's row belongs in the window
     load_change_ms: int | None = None  # this sample showed a load change that began then
     load_changing: bool = False  # only the newest interval moved past the threshold: wait one more
-    # While the window still starts where a load change began: its first sample of the new load, since
+    # Until the first tick that may decide on a new load (after a load change): its first sample, since
     # which the load is known to have been at its level (a scale-down delay may count from it; decide.py).
     level_since_ms: int | None = None
 
@@ -147,6 +149,8 @@ def _after_load_change(window: JobWindow, threshold: float) -> tuple[JobWindow, 
             timestamps=window.timestamps[-3:],
             offered=window.offered[-3:],
             level_resets=window.level_resets + 1,
+            level_known_ms=window.timestamps[-2],
+            level_told=False,
         ),
         since,
     )
@@ -172,21 +176,21 @@ def _status(
         kept=kept,
         load_change_ms=load_change_ms,
         load_changing=load_changing,
-        level_since_ms=_level_known_since(window, now_ms),
+        level_since_ms=None if window.level_told else window.level_known_ms,
     )
 
 
-def _level_known_since(window: JobWindow, now_ms: int) -> int | None:
-    """The first sample of the new load, while the window still starts where a load change began.
+def _told(window: JobWindow, status: WindowStatus) -> JobWindow:
+    """After the first tick that may decide on a new load, its start is no longer reported.
 
-    The change happened somewhere in the window's first interval (the window restarted at its start);
-    from the sample that ends it on, every interval is of the new load, so the load is known to have
-    been at its level since then. Not once the window slid past the change (a drift since, not a step).
+    The change happened somewhere in the restarted window's first interval; from the sample that ends
+    it on, every interval was of the new load (no change since, or the window would have restarted
+    again), so the load is known to have been at its level since then. That holds for the first
+    decision on the new load; a recommendation that comes later comes from a drift since, not the step.
     """
-    since = window.level_since_ms
-    if since is None or len(window.timestamps) < 2 or window_start_ms(window, now_ms) != since:
-        return None
-    return window.timestamps[1]
+    if window.level_known_ms is None or window.level_told or status.not_ready is not None:
+        return window
+    return replace(window, level_told=True)
 
 
 def _full(window: JobWindow, now_ms: int) -> bool:
@@ -234,7 +238,8 @@ def observe(
     if ts_ms <= window.last_ts_ms:  # duplicate or out of order: nothing new to add
         window = _slide(window, now_ms)
         changing = _full(window, now_ms) and load_changing(_points(window), load_change_threshold)
-        return window, _status(window, now_ms, reset=False, kept=False, load_changing=changing)
+        status = _status(window, now_ms, reset=False, kept=False, load_changing=changing)
+        return _told(window, status), status
 
     window = replace(window, last_ts_ms=ts_ms)
     if window.first_stable_ts_ms is None and ts_ms >= window.stable_since_ms:
@@ -252,9 +257,10 @@ def observe(
         capped = window.level_resets >= MAX_LEVEL_RESETS
         changing = not capped and load_changing(_points(window), load_change_threshold)
         window = replace(window, level_resets=0)  # it filled and decides: changes may restart it again
-    return window, _status(
+    status = _status(
         window, now_ms, reset=restarted, kept=kept, load_change_ms=change_ms, load_changing=changing
     )
+    return _told(window, status), status
 
 
 def _points(window: JobWindow) -> tuple[tuple[int, float], ...]:

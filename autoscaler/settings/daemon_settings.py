@@ -23,6 +23,9 @@ from autoscaler.settings.options import AutoscalerOptions
 from autoscaler.settings.profiles import PROFILES
 from autoscaler.settings.values import Duration
 
+DECISION_HISTORY = 20  # decisions kept per job by default (decision_history)
+MAX_DECISION_HISTORY = 1000
+
 __all__ = ["ClusterSettings", "Settings", "SparkSettings"]
 
 
@@ -116,9 +119,17 @@ class Settings(BaseSettings):
     decisions_dir: Path | None = Field(
         Path("flink-autoscaler-decisions"),
         description="Where the daemon writes each job's last decisions (per job the newest as JSON and up to "
-        "19 earlier ones as JSON lines), read by "
+        "decision_history - 1 earlier ones as JSON lines), read by "
         "'flink-autoscaler status' and 'explain'. Relative to the working directory, like the default "
         "state_url; null disables it.",
+    )
+    decision_history: int = Field(
+        DECISION_HISTORY,
+        ge=1,
+        le=MAX_DECISION_HISTORY,
+        description="Decisions kept per job in decisions_dir, for 'explain --last N'. A run of ticks that "
+        "decided the same is one decision, so 20 reach back over the last rescales and what led to them; "
+        "a job's file grows by a few kB per decision kept.",
     )
     plugins_dir: Path | None = Field(
         None, description="Directory of executor-plugin wheels loaded at start-up (besides installed ones)."

@@ -257,8 +257,8 @@ def test_a_load_change_drops_the_delayed_scale_downs_of_the_old_load():
 
 
 def test_after_a_load_change_the_scale_down_delay_counts_from_the_change():
-    """The window restarted at the change and still starts there: the lower load has lasted since then,
-    so the delay counts from there (ours); once the window slid past it, from the first recommendation."""
+    """On the first decision after a load change the lower load has lasted since the first sample of it,
+    so the delay counts from there (ours); otherwise from the first recommendation."""
     opts = AutoscalerOptions(enabled=True, scale_down_interval="1 min")
     ev = make_evaluation([vertex_eval("work", 4, 1)], options=opts)
     first = decide(replace(ev, level_since_ms=10 * 1000), JobState(), opts, now_ms=40 * 1000)

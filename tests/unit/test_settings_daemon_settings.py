@@ -66,3 +66,13 @@ def test_the_profile_is_the_bottom_layer_of_every_jobs_options() -> None:
         autoscaler={"job.autoscaler.metrics.load-change.threshold": "0.5"},
     ).options_for(cluster)
     assert (own.load_change_threshold, own.scale_down_max_factor) == (0.5, 0.6)
+
+
+def test_decision_history_is_a_bounded_setting(monkeypatch):
+    """How many decisions per job `explain --last N` can reach back over (decisions_dir)."""
+    assert Settings().decision_history == 20
+    monkeypatch.setenv("FLINK_AUTOSCALER_DECISION_HISTORY", "50")
+    assert Settings().decision_history == 50
+    monkeypatch.setenv("FLINK_AUTOSCALER_DECISION_HISTORY", "0")
+    with pytest.raises(ConfigError, match="decision_history"):
+        Settings.load(None)
