@@ -150,8 +150,8 @@ async def test_without_the_check_the_same_ticks_stretch_the_span(
 async def test_spark_and_the_oracle_agree_tick_by_tick_on_windows_with_stale_samples(
     flink: LazyFlink, client: FlinkClient, clock: FakeClock, spark: Any
 ) -> None:
-    """Stale ticks append nothing and slide the window all the same (its start is the tick's now):
-    Spark's frame and the oracle's list agree on every tick, and the source's rate is the offered load."""
+    """Stale ticks append nothing and leave the window as it was (it ends at its newest sample): Spark's
+    frame and the oracle's list agree on every tick, and the source's rate is the offered load."""
     run = await ticks(client, clock, 18, FetchBook())
     ours, oracle = SparkEvaluator(spark), PythonEvaluator()
     sizes, key = [], TARGET.job.key
@@ -162,7 +162,9 @@ async def test_spark_and_the_oracle_agree_tick_by_tick_on_windows_with_stale_sam
         sizes.append(ours.window_size() // 3)  # 3 vertices per sample
         if got[key].window_full:
             assert got[key].vertices[SRC].target_data_rate == pytest.approx(RATE, rel=1e-12)
-    assert sizes == [1, 1, 2, 2, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4]  # new fetches only; 35 s slides
+    # New fetches only, a point every 10 s; a 35 s window holds 5 of them (40 s): it begins at the last
+    # point at or before its start, so its rate spans at least the window (window.py).
+    assert sizes == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5]
 
 
 async def test_the_stored_window_holds_one_row_per_fetch_so_a_restart_replays_no_stale_point(
