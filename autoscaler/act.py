@@ -19,7 +19,7 @@ import structlog
 from autoscaler.cluster import Clusters
 from autoscaler.decide import Decision, decide
 from autoscaler.durations import to_ms
-from autoscaler.evaluate.history import record_metrics, trim_history, verify_last_scaling
+from autoscaler.evaluate.history import needed_capacity, record_metrics, trim_history, verify_last_scaling
 from autoscaler.evaluate.stage import Evaluated
 from autoscaler.model import JobRef, JobSample
 from autoscaler.outcome import JobOutcome
@@ -216,7 +216,8 @@ async def realize_jobs(
         pending = PendingRescale(job.job_id, rec.now_ms, desired, previous)
         change_map = {vid: (c.current, c.target) for vid, c in decision.changes.items()}
         metrics = record_metrics(decision.evaluation, change_map) if decision.evaluation else {}
-        record = ScalingRecord(rec.now_ms, change_map, metrics=metrics)
+        needed = needed_capacity(decision.evaluation, change_map) if decision.evaluation else {}
+        record = ScalingRecord(rec.now_ms, change_map, metrics=metrics, needed_capacity=needed)
         scaled = decision.state.with_scaling(record, pending)
         rec.save(job.key, replace(scaled, history=trim_history(scaled.history, rec.now_ms, options)))
         rec.realized(job, realized, desired)

@@ -121,7 +121,7 @@ def decide(
     if pressure:
         return no(Reason.MEMORY_PRESSURE, pressure)
 
-    changes, delayed, outside = _vertex_changes(evaluation, state, options, now_ms)
+    changes, delayed, outside, kept = _vertex_changes(evaluation, state, options, now_ms)
     new_state = replace(state, delayed_scale_down=delayed)
     since_ms = _cooldown_start(state, evaluation)
     total_change = sum(abs(c.target - c.current) for c in changes.values())
@@ -200,6 +200,12 @@ def decide(
             retry_at_ms=retry,
         )
     detail = _describe(changes, evaluation)
+    if kept:
+        names = {v.id: v.name for v in evaluation.sample.topology}
+        detail = (
+            f"{detail} ({', '.join(names.get(vid, vid) for vid in kept)}: no lower, the load of the last "
+            "scale-up stays within the utilization band there; scale-down.keep-last-peak.enabled)"
+        )
     if forced:
         detail = f"{detail} (forced: last rescale more than scaling-interval.max ago)"
     return Decision(job, Reason.SCALING, detail, changes, new_state, evaluation, forced=forced)
@@ -229,11 +235,12 @@ def _max_interval_passed(options: AutoscalerOptions, since_ms: int, now_ms: int)
 
 def _vertex_changes(
     evaluation: JobEvaluation, state: JobState, options: AutoscalerOptions, now_ms: int
-) -> tuple[dict[VertexId, VertexChange], dict[VertexId, DelayedScaleDown], set[VertexId]]:
+) -> tuple[dict[VertexId, VertexChange], dict[VertexId, DelayedScaleDown], set[VertexId], list[VertexId]]:
     """Apply the scale-down delay per vertex (reference: DelayedScaleDown / FLINK-36535).
 
     Returns the changes, the delayed scale-downs to remember (a vertex whose delay has elapsed is in
-    both) and the changed vertices whose applied recommendation was outside the utilization band.
+    both), the changed vertices whose applied recommendation was outside the utilization band, and the
+    vertices whose scale-down stopped above it for their last peak (:func:`_keep_last_peak`).
 
     Only a vertex that would change can count as outside (reference ScalingExecutor): a vertex stuck at
     a limit (e.g. p=1 with far more capacity than needed) must not hold the band gate open, or every
@@ -246,6 +253,7 @@ def _vertex_changes(
     changes: dict[VertexId, VertexChange] = {}
     delayed: dict[VertexId, DelayedScaleDown] = {}
     outside: set[VertexId] = set()
+    kept: list[VertexId] = []
     for v in evaluation.vertices.values():
         previous = state.delayed_scale_down.get(v.vertex)
         if _excluded(v, options):
@@ -273,10 +281,37 @@ def _vertex_changes(
             continue
         peak = pending.peak()
         if peak.parallelism < v.parallelism:
-            changes[v.vertex] = VertexChange(v.vertex, v.parallelism, peak.parallelism)
+            target = _keep_last_peak(v, peak.parallelism, state, options)
+            if target != peak.parallelism:
+                kept.append(v.vertex)
+            changes[v.vertex] = VertexChange(v.vertex, v.parallelism, target)
             if v.outside_band if peak.outside_band is None else peak.outside_band:
                 outside.add(v.vertex)
-    return changes, delayed, outside
+    return changes, delayed, outside, kept
+
+
+def _keep_last_peak(v: VertexEvaluation, target: int, state: JobState, options: AutoscalerOptions) -> int:
+    """The parallelism a due scale-down goes to (``scale-down.keep-last-peak.enabled``, ours).
+
+    The smallest parallelism from ``target`` up whose capacity (this tick's per-subtask rate) covers
+    what the load of the vertex's last scale-up needed to be within the band, if the current load is
+    within the band there too (capacity at most this tick's scale-down threshold). Else ``target``: no
+    size holds both (a real step down), or the vertex was never scaled up in the retained history.
+    """
+    if not options.scale_down_keep_last_peak:
+        return target
+    needed = next(
+        (r.needed_capacity[v.vertex] for r in reversed(state.history) if v.vertex in r.needed_capacity),
+        None,
+    )
+    per_subtask = v.true_processing_rate / v.parallelism
+    if needed is None or not (math.isfinite(per_subtask) and per_subtask > 0):
+        return target
+    for p in range(target, v.parallelism):
+        capacity = per_subtask * p
+        if capacity >= needed:
+            return p if capacity <= v.scale_down_threshold else target
+    return target
 
 
 def _delay_origin(evaluation: JobEvaluation, now_ms: int) -> int:

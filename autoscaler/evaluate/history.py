@@ -26,6 +26,7 @@ __all__ = [
     "ineffective_scale_up",
     "is_ineffective_scale_up",
     "last_scaling",
+    "needed_capacity",
     "record_metrics",
     "restart_time_s",
     "scalability_coefficient",
@@ -119,6 +120,7 @@ def trim_history(
                 record,
                 changes={v: c for v, c in record.changes.items() if v in vertices},
                 metrics={v: m for v, m in record.metrics.items() if v in vertices},
+                needed_capacity={v: c for v, c in record.needed_capacity.items() if v in vertices},
                 verification=verification,
             )
         )
@@ -221,6 +223,18 @@ def record_metrics(
             continue
         tpr = vertex.true_processing_rate
         out[vid] = (tpr, expected_processing_rate(tpr, current, new))
+    return out
+
+
+def needed_capacity(
+    evaluation: JobEvaluation, changes: Mapping[VertexId, tuple[int, int]]
+) -> dict[VertexId, float]:
+    """``ScalingRecord.needed_capacity``: per vertex scaled up, its scale-up threshold then (finite only)."""
+    out: dict[VertexId, float] = {}
+    for vid, (current, new) in changes.items():
+        vertex = evaluation.vertices.get(vid)
+        if vertex is not None and new > current and math.isfinite(vertex.scale_up_threshold):
+            out[vid] = vertex.scale_up_threshold
     return out
 
 

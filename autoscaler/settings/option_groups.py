@@ -395,6 +395,15 @@ class OwnOptions(BaseModel):
         validation_alias=_k("scaling.min-parallelism-change"),
         description="The smallest total parallelism change (summed over vertices) worth a restart.",
     )
+    scale_down_keep_last_peak: bool = Field(
+        True,
+        validation_alias=_k("scale-down.keep-last-peak.enabled"),
+        json_schema_extra=OURS,
+        description="A scale-down goes no lower than the smallest parallelism at which the load of the "
+        "vertex's last scale-up would be within the utilization band, when the current load is within "
+        "the band there too: a load that came back once may come back, and one size that holds both "
+        "saves two restarts each time. False: to the recommendation (the reference).",
+    )
     load_change_threshold: float = Field(
         0.3,
         ge=0.0,

@@ -63,6 +63,8 @@ REFERENCE: Final = MappingProxyType(
         f"{_P}metrics.load-change.threshold": "0",
         # Any parallelism change is worth a restart:
         f"{_P}scaling.min-parallelism-change": "1",
+        # A scale-down goes to the recommendation, whatever load the vertex was scaled up for before:
+        f"{_P}scale-down.keep-last-peak.enabled": "false",
         # Propagated target rates, not each vertex's own busy time alone:
         f"{_P}scaling.busy-time-only.enabled": "false",
         # scaling-interval.min / .max (ours) are unset by default, which is the reference's behaviour
@@ -92,6 +94,10 @@ RECOMMENDED: Final = MappingProxyType(
         # rescale takes seconds to a minute; after the first one the measured restart time is used.
         f"{_P}restart.time": "1 min",
         f"{_P}restart.time-tracking.enabled": "true",
+        # After a scale-up for a peak, a scale-down stops where the peak would still be within the band
+        # if the current load is within it there too: bursts as long as the window, every 10 min,
+        # otherwise take the job up and down on every burst (bench: bursts, 10 -> 2 restarts).
+        f"{_P}scale-down.keep-last-peak.enabled": "true",
     }
 )
 """What we recommend, and the daemon's default profile (``Settings.profile``): tuned on

@@ -101,6 +101,8 @@ def encode_record(record: ScalingRecord) -> str:
     }
     if record.verification is not None:  # absent, not null: an unverified record encodes as before
         data["verification"] = _verification(record.verification)
+    if record.needed_capacity:  # absent when empty: a record without it encodes as before
+        data["needed_capacity"] = {vid: _float(c) for vid, c in record.needed_capacity.items()}
     return _dumps(data)
 
 
@@ -251,6 +253,10 @@ def decode_record(version: int, text: str) -> ScalingRecord:
             k: _pair(v, "record.metrics", _num) for k, v in _obj(data.get("metrics", {}), "metrics").items()
         },
         verification=_decode_verification(data.get("verification")),
+        needed_capacity={
+            k: _num(v, "record.needed_capacity")
+            for k, v in _obj(data.get("needed_capacity", {}), "needed_capacity").items()
+        },
     )
 
 

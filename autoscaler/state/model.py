@@ -145,6 +145,9 @@ class ScalingRecord:
     ``restart_duration_ms`` (set when the rescale is confirmed) feeds restart-time tracking.
     ``verification`` is what the rescale delivered, measured once over the first full metric window
     after it was confirmed; None until then (and in records stored before verification existed).
+    ``needed_capacity`` holds, per vertex scaled *up*, the processing capacity its load then needed
+    to be within the utilization band (its scale-up threshold): a later scale-down keeps that load
+    within the band where it can (``scale-down.keep-last-peak.enabled``, decide.py).
     """
 
     ts_ms: int
@@ -153,10 +156,12 @@ class ScalingRecord:
     restart_duration_ms: int | None = None
     metrics: Mapping[VertexId, tuple[float, float]] = field(default_factory=dict)
     verification: ScalingVerification | None = None
+    needed_capacity: Mapping[VertexId, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "changes", frozen_map(self.changes))
         object.__setattr__(self, "metrics", frozen_map(self.metrics))
+        object.__setattr__(self, "needed_capacity", frozen_map(self.needed_capacity))
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from autoscaler.decide import VertexChange, decide
 from autoscaler.model import HEAP_USAGE_RATIO, TaskManagerSample
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
-from autoscaler.state import DelayedScaleDown, JobState, PendingRescale
+from autoscaler.state import DelayedScaleDown, JobState, PendingRescale, ScalingRecord
 from autoscaler.testing import make_evaluation, vertex_eval
 
 MIN = 60_000
@@ -269,3 +269,35 @@ def test_after_a_load_change_the_scale_down_delay_counts_from_the_change():
     plain = decide(ev, JobState(), opts, now_ms=40 * 1000)  # no load change: the reference's delay
     assert plain.state.delayed_scale_down["work"].first_trigger_ms == 40 * 1000
     assert "60 s left" in plain.detail
+
+
+class TestKeepLastPeak:
+    """scale-down.keep-last-peak.enabled (ours): after a scale-up for a peak, a scale-down stops at the
+    smallest size where that peak would still be in band, if the current load is in band there too."""
+
+    opts = AutoscalerOptions(enabled=True, scale_down_interval="1 min")
+    # Work was scaled 2 -> 4 for a burst that needed 3,100 rec/s of capacity to be within the band.
+    history = (ScalingRecord(0, {"work": (2, 4)}, needed_capacity={"work": 3100.0}),)
+
+    def due(self, *, scale_down_threshold: float, history=history, options=opts):
+        # At 4, 1,250 rec/s per subtask, the base load recommends 2; the delay has run.
+        v = replace(
+            vertex_eval("work", 4, 2, tpr=5000.0, tdr=1500.0), scale_down_threshold=scale_down_threshold
+        )
+        state = JobState(history=history, delayed_scale_down={"work": DelayedScaleDown(0, ((0, 2, True),))})
+        self.decision = decide(make_evaluation([v], options=options), state, options, 2 * MIN)
+        return self.decision.outcome, {k: (c.current, c.target) for k, c in self.decision.changes.items()}
+
+    def test_stops_where_the_peak_and_the_current_load_are_both_within_the_band(self):
+        # 3 x 1,250 = 3,750 covers the 3,100 the peak needed and is within this tick's band (<= 3,800).
+        assert self.due(scale_down_threshold=3800.0) == (Reason.SCALING, {"work": (4, 3)})
+        assert "no lower, the load of the last scale-up stays within" in self.decision.detail
+
+    def test_goes_to_the_recommendation_when_no_size_holds_both(self):
+        # The current load would be below the band at 3 (a real step down): the recommendation.
+        assert self.due(scale_down_threshold=3000.0) == (Reason.SCALING, {"work": (4, 2)})
+
+    def test_without_a_scale_up_in_the_history_or_when_off_it_is_the_reference(self):
+        assert self.due(scale_down_threshold=3800.0, history=()) == (Reason.SCALING, {"work": (4, 2)})
+        off = AutoscalerOptions(enabled=True, scale_down_interval="1 min", scale_down_keep_last_peak=False)
+        assert self.due(scale_down_threshold=3800.0, options=off) == (Reason.SCALING, {"work": (4, 2)})

@@ -14,6 +14,7 @@ from autoscaler.evaluate.history import (
     ineffective_scale_up,
     is_ineffective_scale_up,
     last_scaling,
+    needed_capacity,
     record_metrics,
     restart_time_s,
     scalability_coefficient,
@@ -91,6 +92,22 @@ def test_trim_keeps_metrics_in_step_with_changes() -> None:
     history.append(rec(2, {"a": (2, 3)}, metrics={"a": (2.0, 3.0)}))
     (first, second) = trim_history(history, 3, AutoscalerOptions(history_max_count=1))
     assert dict(first.metrics) == {"b": (3.0, 6.0)} and dict(second.metrics) == {"a": (2.0, 3.0)}
+
+
+def test_trim_keeps_needed_capacity_in_step_with_changes() -> None:
+    history = [ScalingRecord(1, {"a": (1, 2), "b": (1, 2)}, needed_capacity={"a": 10.0, "b": 20.0})]
+    history.append(ScalingRecord(2, {"a": (2, 3)}, needed_capacity={"a": 30.0}))
+    (first, second) = trim_history(history, 3, AutoscalerOptions(history_max_count=1))
+    assert dict(first.needed_capacity) == {"b": 20.0} and dict(second.needed_capacity) == {"a": 30.0}
+
+
+def test_needed_capacity_is_the_scale_up_threshold_of_the_vertices_scaled_up() -> None:
+    up = replace(vertex_eval("a", 2, 4), scale_up_threshold=3100.0)
+    down = replace(vertex_eval("b", 3, 2), scale_up_threshold=900.0)
+    unknown = vertex_eval("c", 1, 2)  # NaN threshold: nothing to keep
+    evaluation = make_evaluation([up, down, unknown])
+    changes = {"a": (2, 4), "b": (3, 2), "c": (1, 2)}
+    assert needed_capacity(evaluation, changes) == {"a": 3100.0}
 
 
 # ---------------------------------------------------------------------------------------------- per vertex

@@ -815,6 +815,19 @@ def test_a_record_stored_before_verification_existed_loads_unverified_and_encode
     assert encode_record(record) == old
 
 
+def test_needed_capacity_round_trips_and_a_record_without_it_reads_empty() -> None:
+    """The capacity a scale-up's load needed (scale-down.keep-last-peak.enabled): written only when
+    there is some, so older rows and records of scale-downs encode as before."""
+    record = ScalingRecord(7, {"v": (2, 4), "w": (3, 2)}, needed_capacity={"v": 3100.5})
+    text = encode_record(record)
+    assert json.loads(text)["needed_capacity"] == {"v": 3100.5}
+    assert decode_record(1, text) == record
+    down = ScalingRecord(7, {"w": (3, 2)})
+    assert "needed_capacity" not in encode_record(down) and decode_record(1, encode_record(down)) == down
+    with pytest.raises(CodecError, match="needed_capacity"):
+        decode_record(1, '{"ts_ms":7,"changes":{"v":[2,4]},"needed_capacity":{"v":"x"}}')
+
+
 def test_a_verification_round_trips_beside_what_an_older_reader_expects() -> None:
     verification = ScalingVerification(50, 0.9, {"v": VertexVerification(3, 4.5, 2.25), "w": (2, 8.0, NAN)})
     record = ScalingRecord(7, {"v": (1, 3), "w": (1, 2)}, 9, 2, {"v": (1.5, 4.5)}, verification)
