@@ -210,6 +210,8 @@ class Clusters:
         for sample in found:
             if isinstance(sample, JobSample) and sample.stale_ticks:
                 rec.stale_sample(sample)
+            if isinstance(sample, JobSample) and sample.invalid_values:
+                rec.invalid_values(sample)
         return found, None
 
     def _check_fetch_interval(self, cluster: ClusterSession) -> None:

@@ -144,6 +144,13 @@ class MetricsReporter:
             _JOB_LABELS,
             registry=r,
         )
+        self.invalid_metric_values = Counter(
+            "flink_autoscaler_invalid_metric_values",
+            "Metric values that cannot be (a negative count, rate, time or lag), read as unknown (NaN) "
+            "instead of becoming a rate",
+            _JOB_LABELS,
+            registry=r,
+        )
         self.verification_ratio = Gauge(
             "flink_autoscaler_scaling_verification_ratio",
             "Processing capacity measured over the first full metric window after the vertex's last "
@@ -227,6 +234,7 @@ class MetricsReporter:
             (self.metrics_unknown, _JOB_LABELS),
             (self.option_fallbacks, (*_JOB_LABELS, "option")),
             (self.stale_samples, _JOB_LABELS),
+            (self.invalid_metric_values, _JOB_LABELS),
             (self.verification_ratio, _VERTEX_LABELS),
             (self.verifications, (*_JOB_LABELS, "result")),
         )

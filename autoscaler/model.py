@@ -207,6 +207,9 @@ class JobSample:
     # daemon can tell, so the window, which holds it already, adds no point and no rate span is
     # stretched by a tick without records (autoscaler/collect/freshness.py).
     stale_ticks: int = 0
+    # Values that cannot be (negative counts, rates, times or lags), read as NaN instead; in words, for
+    # the warning and the counter (autoscaler/collect/sanity.py).
+    invalid_values: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vertices", frozen_map(self.vertices))

@@ -127,6 +127,18 @@ class TickRecord:
         text = f"Flink answered with the metrics it had fetched {age_s:g} s before: no new window point"
         self.job_event(job.key, options, Reason.STALE_METRICS, EventType.NORMAL, text, key="stale")
 
+    def invalid_values(self, sample: JobSample) -> None:
+        """Values that cannot be (negative) were read as unknown (collect/sanity.py): say which, count."""
+        job = sample.job
+        self.metrics.invalid_metric_values.labels(job.cluster, job.name).inc(len(sample.invalid_values))
+        log.warning(
+            "metric_values_invalid",
+            cluster=job.cluster,
+            job=job.name,
+            values=list(sample.invalid_values),
+            detail="negative metric values read as unknown (NaN): no rate is taken from them",
+        )
+
     def unavailable(self, unavailable: Unavailable) -> JobOutcome:
         job = unavailable.job
         if unavailable.reason is not Reason.NOT_RUNNING:

@@ -19,6 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+import structlog
+
+from autoscaler.collect.sanity import counters_fell, sample_counters
 from autoscaler.evaluate.load_change import load_changed, load_changing, offered_records
 from autoscaler.reasons import Reason
 
@@ -31,12 +34,11 @@ __all__ = [
     "JobWindow",
     "WindowBook",
     "WindowStatus",
-    "load_changed",
-    "load_changing",
     "observe",
-    "offered_records",
     "window_start_ms",
 ]
+
+log = structlog.get_logger(__name__)
 
 MAX_LEVEL_RESETS = 2  # load changes that may restart a window in a row before it has filled once
 BOUNDARY_REACH = 0.5  # the newest sample before the window's start counts if within this many windows
@@ -59,6 +61,7 @@ class JobWindow:
     level_resets: int = 0  # load changes that restarted the window since it was last full
     level_known_ms: int | None = None  # the first sample of the new load after the last load change
     level_told: bool = False  # the first decision on the new load has been offered (WindowStatus)
+    last_counters: tuple[float, ...] = ()  # the newest sample's cumulative counters (counters_fell)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,7 @@ class WindowStatus:
     kept: bool  # this sample's row belongs in the window
     load_change_ms: int | None = None  # this sample showed a load change that began then
     load_changing: bool = False  # only the newest interval moved past the threshold: wait one more
+    counters_fell: bool = False  # a cumulative counter fell since the last sample: the window restarted
     # Until the first tick that may decide on a new load (after a load change): its first sample, since
     # which the load is known to have been at its level (a scale-down delay may count from it; decide.py).
     level_since_ms: int | None = None
@@ -210,21 +214,31 @@ def observe(
     new_epoch: int,
     offered: float = math.nan,
     load_change_threshold: float = 0.0,
+    counters: tuple[float, ...] = (),
 ) -> tuple[JobWindow, WindowStatus]:
     """Fold one sample into a job's window; ``new_epoch`` is used if the window (re)starts.
 
     ``offered`` is the sample's :func:`offered_records`; with ``load_change_threshold`` > 0 a load
-    change restarts the window where it began (module doc).
+    change restarts the window where it began (module doc). ``counters`` are the sample's cumulative
+    counters (``collect/sanity.py``): one that fell since the last sample of the same job run (a reset
+    without a restart, or a fault) starts the window over at this sample, so no rate spans it.
     """
     restarted = previous is not None and (
         running_since_ms > previous.running_since_ms or vertex_ids != previous.vertex_ids
     )
-    if previous is None or restarted:
+    fell = (
+        previous is not None
+        and not restarted
+        and ts_ms > previous.last_ts_ms
+        and counters_fell(previous.last_counters, counters)
+    )
+    if previous is None or restarted or fell:
         window = JobWindow(
             epoch=new_epoch,
             running_since_ms=running_since_ms,
             vertex_ids=vertex_ids,
-            stable_since_ms=running_since_ms + stabilization_ms,
+            # After a counter reset the job did not restart: this sample is the first of the new window.
+            stable_since_ms=ts_ms if fell else running_since_ms + stabilization_ms,
             metrics_window_ms=metrics_window_ms,
             first_stable_ts_ms=None,
             last_ts_ms=ts_ms - 1,
@@ -241,7 +255,7 @@ def observe(
         status = _status(window, now_ms, reset=False, kept=False, load_changing=changing)
         return _told(window, status), status
 
-    window = replace(window, last_ts_ms=ts_ms)
+    window = replace(window, last_ts_ms=ts_ms, last_counters=counters or window.last_counters)
     if window.first_stable_ts_ms is None and ts_ms >= window.stable_since_ms:
         window = replace(window, first_stable_ts_ms=ts_ms)
     kept = ts_ms >= window_start_ms(window, now_ms)
@@ -258,9 +272,9 @@ def observe(
         changing = not capped and load_changing(_points(window), load_change_threshold)
         window = replace(window, level_resets=0)  # it filled and decides: changes may restart it again
     status = _status(
-        window, now_ms, reset=restarted, kept=kept, load_change_ms=change_ms, load_changing=changing
+        window, now_ms, reset=restarted or fell, kept=kept, load_change_ms=change_ms, load_changing=changing
     )
-    return _told(window, status), status
+    return _told(window, replace(status, counters_fell=fell)), replace(status, counters_fell=fell)
 
 
 def _points(window: JobWindow) -> tuple[tuple[int, float], ...]:
@@ -286,6 +300,7 @@ class WindowBook:
         now_ms: int,
         offered: float = math.nan,
         load_change_threshold: float = 0.0,
+        counters: tuple[float, ...] = (),
     ) -> WindowStatus:
         window, status = observe(
             self._windows.get(job_key),
@@ -298,6 +313,7 @@ class WindowBook:
             new_epoch=self._next_epoch,
             offered=offered,
             load_change_threshold=load_change_threshold,
+            counters=counters,
         )
         if window.epoch == self._next_epoch:
             self._next_epoch += 1
@@ -307,7 +323,7 @@ class WindowBook:
     def observe_sample(self, sample: JobSample, now_ms: int) -> WindowStatus:
         """``observe`` with the window settings taken from the sample's own job options."""
         options = sample.target.options
-        return self.observe(
+        status = self.observe(
             sample.job.key,
             ts_ms=sample.ts_ms,
             running_since_ms=sample.running_since_ms,
@@ -317,7 +333,18 @@ class WindowBook:
             now_ms=now_ms,
             offered=offered_records(sample),
             load_change_threshold=options.load_change_threshold,
+            counters=sample_counters(sample),
         )
+        if status.counters_fell:
+            log.warning(
+                "metric_counters_fell",
+                cluster=sample.job.cluster,
+                job=sample.job.name,
+                detail="a cumulative counter fell since the last sample of this job run (a reset without "
+                "a restart, or a fault between Flink and the daemon): the metric window starts over here, "
+                "so no rate spans it",
+            )
+        return status
 
     def retain(self, now_ms: int, present: Iterable[str] = ()) -> dict[str, tuple[int, int]]:
         """Slide every window to ``now_ms``; return ``{job_key: (epoch, start_ms)}`` of rows to keep.

@@ -1,0 +1,57 @@
+"""Metric values that cannot be: a negative count, rate, time or lag is read as unknown (NaN).
+
+Every field of a :class:`~autoscaler.model.VertexSample` is a cumulative counter, a per-second rate, a
+busy/back-pressured share or a backlog: none of them can be negative. A negative one is a fault between
+Flink and the daemon (a proxy, a metric reporter, a TaskManager answering with garbage), and read as a
+number it becomes a rate: a busy-time counter that came back negative for 15 s made a window's busy
+rate huge and its processing capacity tiny, and the job was scaled 4 -> 18 after the fault had ended
+(issue 12). Read as NaN it is a hole: the window's rates span the good points around it (the reference's
+``getRate`` takes the first and last non-NaN points), and a tick whose rates are unknown ends
+``MetricsUnknown``. Each such value is named in a warning and counted
+(``flink_autoscaler_invalid_metric_values_total``).
+
+A counter that falls between two samples of one job run (a reset without a restart) is the window's to
+handle: no rate may span it (``evaluate/window.py`` starts the window over).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import fields, replace
+
+from autoscaler.model import JobSample, VertexId, VertexSample
+
+__all__ = ["COUNTERS", "counters_fell", "sample_counters", "without_negatives"]
+
+
+def without_negatives(
+    vertices: Mapping[VertexId, VertexSample], names: Mapping[VertexId, str]
+) -> tuple[dict[VertexId, VertexSample], tuple[str, ...]]:
+    """The samples with every negative value replaced by NaN, and what was replaced, in words."""
+    out: dict[VertexId, VertexSample] = {}
+    invalid: list[str] = []
+    for vid, sample in vertices.items():
+        bad = {
+            f.name: value
+            for f in fields(sample)
+            if isinstance(value := getattr(sample, f.name), float) and value < 0
+        }
+        out[vid] = replace(sample, **dict.fromkeys(bad, math.nan)) if bad else sample
+        invalid.extend(f"{names.get(vid, vid)}.{name} = {value:g}" for name, value in bad.items())
+    return out, tuple(invalid)
+
+
+COUNTERS = ("num_records_in", "num_records_out", "accumulated_busy_time_ms", "accumulated_busy_time_agg_ms")
+"""The cumulative fields of a :class:`~autoscaler.model.VertexSample`: none of them may fall in a run."""
+
+
+def sample_counters(sample: JobSample) -> tuple[float, ...]:
+    """A sample's cumulative counters, vertex by vertex in a stable order (NaN where unknown)."""
+    vertices = sample.vertices
+    return tuple(getattr(vertices[vid], name) for vid in sorted(vertices) for name in COUNTERS)
+
+
+def counters_fell(before: tuple[float, ...], after: tuple[float, ...]) -> bool:
+    """Whether some counter known in both samples is lower in the second (unknown ones never count)."""
+    return len(before) == len(after) and any(b > a for b, a in zip(before, after, strict=True))

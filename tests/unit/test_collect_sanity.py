@@ -1,0 +1,86 @@
+"""Values that cannot be never become rates (issue 12, defect 1): a negative metric value is read as
+unknown, and a counter that falls within one job run starts the metric window over.
+
+The defect: a vertex whose ``accumulateBusyTimeMs`` came back negative for 15 s was scaled Work 4 -> 18
+once the fault had ended, the window's busy rate spanning from the negative point to a good one.
+"""
+
+from __future__ import annotations
+
+import math
+
+from collect_flink import SRC, WORK, FakeFlink, sample_job
+from test_window import RUNNING, S, feed
+
+from autoscaler.collect import MetricNameCache
+from autoscaler.collect.sanity import counters_fell, without_negatives
+from autoscaler.evaluate.aggregates import aggregate_window
+from autoscaler.evaluate.window import WindowBook
+from autoscaler.flink.client import FlinkClient
+from autoscaler.model import VertexSample
+
+pytest_plugins = ("collect_flink",)  # its fake and client fixtures
+
+
+async def test_a_negative_busy_time_counter_is_read_as_unknown_and_named(
+    fake: FakeFlink, client: FlinkClient
+) -> None:
+    fake.values[WORK]["accumulateBusyTimeMs"] = {"min": -5e6, "max": -5e6, "avg": -5e6, "sum": -5e6}
+    sample = await sample_job(client, MetricNameCache())
+    assert math.isnan(sample.vertices[WORK].accumulated_busy_time_agg_ms)
+    assert sample.invalid_values == ("Work.accumulated_busy_time_agg_ms = -5e+06",)
+    assert sample.vertices[SRC] == (await sample_job(client, MetricNameCache())).vertices[SRC]
+
+
+async def test_every_negative_value_is_unknown_the_rest_is_kept(fake: FakeFlink, client: FlinkClient) -> None:
+    for metric in ("busyTimeMsPerSecond", "numRecordsInPerSecond"):
+        fake.values[WORK][metric] = {k: -1.0 for k in ("min", "max", "avg", "sum")}
+    work = (await sample_job(client, MetricNameCache())).vertices[WORK]
+    assert math.isnan(work.busy_time_ms_per_s) and math.isnan(work.num_records_in_per_s)
+    assert work.accumulated_busy_time_agg_ms == 89002.0
+
+
+def test_without_negatives_leaves_nan_and_infinity_alone() -> None:
+    fine = VertexSample(busy_time_ms_per_s=math.nan, observed_tpr=math.inf, num_records_in=0.0)
+    out, invalid = without_negatives({"v": fine}, {"v": "V"})
+    assert out["v"] is fine and invalid == ()
+    out, invalid = without_negatives({"v": VertexSample(pending_records=-math.inf)}, {})
+    assert math.isnan(out["v"].pending_records) and invalid == ("v.pending_records = -inf",)
+
+
+def test_a_negative_point_is_a_hole_the_rate_spans_the_good_points_around_it() -> None:
+    """Before: the first point's busy counter at -5e6 made the busy rate ~170x the true one over 30 s.
+    As NaN, the rate is taken between the good points: 800 busy ms/s."""
+    good = [(0, 0.0), (10_000, 8_000.0), (20_000, 16_000.0), (30_000, 24_000.0)]
+    points = [
+        (ts, VertexSample(accumulated_busy_time_agg_ms=busy, num_records_in=ts / 1.0)) for ts, busy in good
+    ]
+    bad = VertexSample(accumulated_busy_time_agg_ms=-5e6, num_records_in=-1.0)
+    cleaned, _ = without_negatives({"v": bad}, {})
+    window = [(-10_000, cleaned["v"]), *points]
+    assert aggregate_window(window).accumulated_busy_agg_rate == 800.0
+
+
+def test_a_counter_that_falls_in_one_run_starts_the_window_over() -> None:
+    """No rate may span a reset: the window restarts at the sample after it, in a new epoch."""
+    book = WindowBook()
+    first = RUNNING + 5 * 60 * S
+    kw = {"metrics_window_ms": 30 * S}
+    before = [feed(book, first + i * 5 * S, counters=(100.0 * i, 50.0 * i), **kw) for i in range(8)]
+    assert before[-1].full and before[-1].samples >= 7
+    reset = feed(book, first + 8 * 5 * S, counters=(3.0, 400.0), **kw)  # the first counter fell
+    assert reset.counters_fell and reset.reset and reset.epoch != before[-1].epoch
+    assert reset.samples == 1 and not reset.full and reset.not_ready is not None
+    later = [
+        feed(book, first + (9 + i) * 5 * S, counters=(3.0 + 100 * i, 400 + 50.0 * i), **kw) for i in range(7)
+    ]
+    assert not any(s.counters_fell for s in later) and later[-1].full
+    assert later[-1].epoch == reset.epoch
+
+
+def test_unknown_counters_never_count_as_falling() -> None:
+    assert counters_fell((5.0, 7.0), (6.0, 7.0)) is False
+    assert counters_fell((5.0, 7.0), (4.0, 7.0)) is True
+    assert counters_fell((math.nan, 7.0), (0.0, 8.0)) is False
+    assert counters_fell((5.0, 7.0), (math.nan, 8.0)) is False
+    assert counters_fell((), (1.0,)) is False  # the first sample, or another topology
