@@ -1,11 +1,24 @@
-"""Runs the executor-plugin chain for one job: priority order, per-plugin budget, veto on failure."""
+"""Runs the executor-plugin chain for one job: priority order, per-plugin budget, veto on failure.
+
+A plugin's ``apply`` may be ``async`` or plain. A plain one runs on a worker thread of the chain's own
+small pool, never on the event loop: a plugin that blocks (a synchronous HTTP call without a timeout,
+a lock) would otherwise freeze every cluster's tick, the health endpoints and the signal handlers
+(issue 12). Its budget covers the thread; a plugin still running from an earlier call when it is due
+again fails at once instead of taking a second thread, so a hung plugin holds one thread, not one per
+tick. Whatever a plugin returns is checked before it is used: anything but a mapping of vertex ids
+to :class:`~autoscaler.decide.VertexChange` with whole parallelisms within 1..max parallelism fails
+the chain with ``PluginFailed``, which vetoes the scaling.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -16,6 +29,15 @@ from autoscaler.reasons import Reason
 __all__ = ["ChainResult", "PluginOutcome", "order_plugins", "run_chain"]
 
 log = structlog.get_logger(__name__)
+
+# Plain (synchronous) plugins run here, one call per plugin at a time (see the module doc).
+_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="plugin")
+_RUNNING: set[int] = set()  # id() of the plugins whose plain apply is still running on the pool
+_RUNNING_LOCK = threading.Lock()
+
+
+class _StillRunning(Exception):
+    """The plugin's previous call has not returned: it is not called a second time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,9 +76,12 @@ async def run_chain(
     for plugin in order_plugins(plugins):
         ctx = context(plugin) if callable(context) else context
         try:
-            result = plugin.apply(ctx, current)
-            if inspect.isawaitable(result):
-                result = await asyncio.wait_for(result, timeout=budget_s)
+            result = await asyncio.wait_for(_call(plugin, ctx, current), timeout=budget_s)
+        except _StillRunning:
+            detail = "its previous call has not returned yet (blocked?); not called again"
+            outcomes.append(PluginOutcome(plugin.name, Reason.PLUGIN_FAILED, detail))
+            log.warning("plugin_still_running", plugin=plugin.name)
+            return ChainResult(None, tuple(outcomes))
         except TimeoutError:
             outcomes.append(
                 PluginOutcome(plugin.name, Reason.PLUGIN_FAILED, f"exceeded its {budget_s:g} s budget")
@@ -67,12 +92,13 @@ async def run_chain(
             outcomes.append(PluginOutcome(plugin.name, Reason.PLUGIN_FAILED, f"{type(exc).__name__}: {exc}"))
             log.warning("plugin_failed", plugin=plugin.name, error=str(exc), exc_info=True)
             return ChainResult(None, tuple(outcomes))
-        if not result:
+        if result is None or (isinstance(result, Mapping) and not result):
             outcomes.append(PluginOutcome(plugin.name, Reason.SCALING_VETOED, "returned no changes"))
             return ChainResult(None, tuple(outcomes))
         problem = _invalid(result, ctx)
         if problem:
             outcomes.append(PluginOutcome(plugin.name, Reason.PLUGIN_FAILED, f"invalid result: {problem}"))
+            log.warning("plugin_result_invalid", plugin=plugin.name, problem=problem)
             return ChainResult(None, tuple(outcomes))
         same = dict(result) == dict(current)
         outcomes.append(
@@ -82,15 +108,41 @@ async def run_chain(
     return ChainResult(current, tuple(outcomes))
 
 
-def _invalid(result: Mapping[object, object], ctx: PluginContext) -> str | None:
-    """A modified result must name known vertices with a parallelism within 1..max parallelism."""
+async def _call(plugin: ScalingExecutorPlugin, ctx: PluginContext, changes: Changes) -> Any:
+    """The plugin's answer: an ``async`` apply on the loop, a plain one on the pool (module doc)."""
+    if inspect.iscoroutinefunction(plugin.apply):
+        return await plugin.apply(ctx, changes)
+    key = id(plugin)
+    with _RUNNING_LOCK:
+        if key in _RUNNING:
+            raise _StillRunning
+        _RUNNING.add(key)
+
+    def run() -> Any:
+        try:
+            return plugin.apply(ctx, changes)
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.discard(key)
+
+    result = await asyncio.get_running_loop().run_in_executor(_POOL, run)
+    return await result if inspect.isawaitable(result) else result
+
+
+def _invalid(result: object, ctx: PluginContext) -> str | None:
+    """A result must map known vertices to a VertexChange with a whole parallelism in 1..max."""
+    if not isinstance(result, Mapping):
+        return f"expected a mapping of vertex id to VertexChange, got {type(result).__name__}"
     vertices = ctx.evaluation.sample.topology.vertices
     for vid, change in result.items():
         if vid not in vertices:
             return f"unknown vertex {vid}"
         if not isinstance(change, VertexChange) or change.vertex != vid:
-            return f"vertex {vid}: expected a VertexChange for that vertex"
+            return f"vertex {vid}: expected a VertexChange for that vertex, got {type(change).__name__}"
+        target = change.target
+        if isinstance(target, bool) or not isinstance(target, int):
+            return f"vertex {vid}: parallelism {target!r} is not a whole number"
         limit = vertices[vid].max_parallelism
-        if not 1 <= change.target <= limit:
-            return f"vertex {vid}: parallelism {change.target} outside 1..{limit}"
+        if not 1 <= target <= limit:
+            return f"vertex {vid}: parallelism {target} outside 1..{limit}"
     return None

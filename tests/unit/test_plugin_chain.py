@@ -73,3 +73,64 @@ async def test_raising_or_slow_or_invalid_plugin_is_a_veto():
         result = await run_chain([plugin], CTX, CHANGES, budget_s=0.01)
         assert result.changes is None
         assert result.outcomes[-1].outcome is Reason.PLUGIN_FAILED
+
+
+async def test_a_result_that_is_not_changes_fails_the_chain_with_plugin_failed():
+    """Issue 12: a string or a number used to escape as an AutoscalerError (no PluginFailed outcome, so
+    no plugin alert), and a fractional target was PUT to Flink on every tick."""
+    cases = {
+        "text": (lambda c: "approve", "expected a mapping of vertex id to VertexChange, got str"),
+        "number": (lambda c: 5, "got int"),
+        "list": (lambda c: [VertexChange("work", 1, 3)], "got list"),
+        "fraction": (lambda c: {"work": VertexChange("work", 1, 3.5)}, "parallelism 3.5 is not a whole"),
+        "flag": (lambda c: {"work": VertexChange("work", 2, True)}, "is not a whole number"),
+        "tuple": (lambda c: {"work": (1, 3)}, "expected a VertexChange for that vertex, got tuple"),
+    }
+    for name, (fn, message) in cases.items():
+        result = await run_chain([Fn(name, fn)], CTX, CHANGES)
+        assert result.changes is None, name
+        (outcome,) = result.outcomes
+        assert outcome.outcome is Reason.PLUGIN_FAILED and message in outcome.detail, (name, outcome)
+
+
+async def test_a_plain_plugin_that_blocks_does_not_block_the_loop_and_is_not_called_twice():
+    """Issue 12: a synchronous apply that never returns froze the daemon (health, signals, every tick).
+    It runs on a worker thread under its budget; while it is still blocked it is not called again."""
+    import threading
+
+    release = threading.Event()
+    calls = []
+
+    class Blocking(ScalingExecutorPlugin):
+        name = "blocking"
+
+        def apply(self, context, changes):
+            calls.append(1)
+            release.wait(30)
+            return changes
+
+    plugin = Blocking()
+    beats = []
+
+    async def heartbeat():
+        for _ in range(20):
+            beats.append(1)
+            await asyncio.sleep(0.005)
+
+    try:
+        beat = asyncio.create_task(heartbeat())
+        first = await run_chain([plugin], CTX, CHANGES, budget_s=0.05)
+        await beat
+        assert first.changes is None and first.outcomes[-1].outcome is Reason.PLUGIN_FAILED
+        assert "budget" in first.outcomes[-1].detail
+        assert len(beats) == 20  # the loop kept running while the plugin was blocked
+        again = await run_chain([plugin], CTX, CHANGES, budget_s=0.05)
+        assert "previous call has not returned" in again.outcomes[-1].detail and len(calls) == 1
+    finally:
+        release.set()
+    for _ in range(100):  # once it returns, it is called again
+        result = await run_chain([plugin], CTX, CHANGES, budget_s=1.0)
+        if result.changes is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert result.changes == CHANGES and len(calls) == 2
