@@ -48,6 +48,7 @@ from autoscaler.flink.rest import (
     tls_files,
 )
 from autoscaler.settings import ClusterSettings
+from autoscaler.settings.values import redact_url
 
 __all__ = ["DEFAULT_AGGREGATES", "FlinkClient", "RequestHook", "endpoint_template"]
 
@@ -91,12 +92,14 @@ class FlinkClient:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1")
         self.cluster = cluster
-        self.base_url = base_url.rstrip("/")
+        url = base_url.rstrip("/")
+        self.base_url = redact_url(url)  # what messages and logs show: never a password
+        self._url = url
         self.timeout_s = timeout_s
         self.on_request = on_request
         self._limit = asyncio.Semaphore(max_concurrency)
         self._http = httpx.AsyncClient(
-            base_url=self.base_url,
+            base_url=self._url,
             headers={"Accept": "application/json", **dict(headers or {})},
             verify=tls_context(cluster, verify, cert),
             timeout=httpx.Timeout(timeout_s),

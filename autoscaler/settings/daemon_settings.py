@@ -8,11 +8,13 @@ bad ``job.autoscaler.*`` key stops the daemon before it starts.
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -35,7 +37,11 @@ class ClusterSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Short name used in job keys, metric labels and logs.")
-    rest_url: str = Field(description="Flink REST endpoint, e.g. http://jobmanager:8081.")
+    rest_url: str = Field(
+        description="Flink REST endpoint, e.g. http://jobmanager:8081. Credentials in it "
+        "(http://user:password@host) become a Basic Authorization header and are never shown; with an "
+        "Authorization header in headers too, the configuration is rejected."
+    )
     headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers (e.g. auth).")
     verify_tls: bool = Field(True, description="Verify the cluster's TLS certificate.")
     ca_file: Path | None = Field(None, description="CA bundle that signs the cluster's certificate.")
@@ -60,6 +66,28 @@ class ClusterSettings(BaseModel):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return v.rstrip("/")
+
+    @model_validator(mode="after")
+    def _credentials_in_a_header(self) -> ClusterSettings:
+        """``http://user:password@host`` becomes a Basic ``Authorization`` header and a URL without them.
+
+        So the password never shows where the URL does (``check-config``, errors, every REST log line),
+        and it cannot silently replace an ``Authorization`` header the operator set: both at once is an
+        error, since only one of them can be meant.
+        """
+        parts = urlsplit(self.rest_url)
+        if parts.username is None and parts.password is None:
+            return self
+        if any(k.lower() == "authorization" for k in self.headers):
+            raise ValueError(
+                f"cluster {self.name!r}: rest_url carries credentials (user:password@) and headers set "
+                "Authorization; keep one of them"
+            )
+        user, password = unquote(parts.username or ""), unquote(parts.password or "")
+        token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+        self.headers = {**self.headers, "Authorization": f"Basic {token}"}
+        self.rest_url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+        return self
 
 
 class SparkSettings(BaseModel):

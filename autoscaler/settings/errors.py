@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from autoscaler.settings.values import redact_url
+
 __all__ = ["ConfigError", "describe_errors"]
 
 
@@ -30,6 +32,8 @@ def describe_errors(exc: ValidationError, source: str, key_of: Any) -> str:
         if len(err["loc"]) > 1 and key != loc:
             key = f"{key}{loc[len(first) :]}"
         value = err.get("input")
+        if isinstance(value, str):  # a URL's password never reaches a message
+            value = redact_url(value)
         shown = f" (got {value!r})" if value is not None and not isinstance(value, dict) else ""
         lines.append(f"  {key}: {err['msg']}{shown}")
     return f"invalid configuration in {source}:\n" + "\n".join(lines)

@@ -76,3 +76,45 @@ def test_decision_history_is_a_bounded_setting(monkeypatch):
     monkeypatch.setenv("FLINK_AUTOSCALER_DECISION_HISTORY", "0")
     with pytest.raises(ConfigError, match="decision_history"):
         Settings.load(None)
+
+
+def test_credentials_in_rest_url_become_a_header_and_never_show(tmp_path, capsys):
+    """Issue 12: a password in rest_url appeared in check-config, validation errors and every REST
+    error log line, and silently replaced a configured Authorization header."""
+    import base64
+
+    from autoscaler.cli import main
+    from autoscaler.settings import ClusterSettings
+
+    cluster = ClusterSettings(name="prod", rest_url="https://ops:s%40cret@jm:8081/")
+    assert cluster.rest_url == "https://jm:8081"
+    assert cluster.headers["Authorization"] == "Basic " + base64.b64encode(b"ops:s@cret").decode()
+
+    both = tmp_path / "both.yaml"
+    both.write_text(
+        "clusters:\n  - name: prod\n    rest_url: https://ops:secret@jm:8081\n"
+        "    headers: {authorization: Bearer t}\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        Settings.load(both)
+    assert "keep one of them" in str(err.value) and "secret" not in str(err.value)
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("clusters:\n  - name: prod\n    rest_url: ftp://ops:secret@jm:8081\n")
+    with pytest.raises(ConfigError) as err:
+        Settings.load(bad)
+    assert "ftp://ops:***@jm:8081" in str(err.value) and "secret" not in str(err.value)
+
+    good = tmp_path / "good.yaml"
+    good.write_text("clusters:\n  - name: prod\n    rest_url: https://ops:secret@jm:8081\n")
+    assert main(["check-config", str(good)]) == 0
+    out = capsys.readouterr()
+    assert "https://jm:8081" in out.out and "secret" not in out.out + out.err
+
+
+def test_redact_url_keeps_the_user_and_hides_the_password():
+    from autoscaler.settings.values import redact_url
+
+    assert redact_url("postgresql://app:pw@db:5432/x") == "postgresql://app:***@db:5432/x"
+    assert redact_url("http://jm:8081") == "http://jm:8081"
+    assert redact_url("not a url") == "not a url"
