@@ -137,13 +137,15 @@ def _reader_options(parser: argparse.ArgumentParser) -> None:
 def _cmd_run(args: argparse.Namespace) -> int:
     settings = Settings.load(args.config)
     configure_logging(settings.log_format, settings.log_level)
+    for warning in settings.option_warnings():
+        log.warning("option_unknown", detail=warning)
     if not settings.clusters:
         raise ConfigError("no clusters configured: add a 'clusters:' list to the config file")
     return asyncio.run(_run(settings, args.decisions_dir or settings.decisions_dir))
 
 
 async def _run(settings: Settings, decisions_dir: Path | None = None) -> int:
-    from autoscaler.health import Health, serve_http
+    from autoscaler.health import Health, heartbeat, serve_http
     from autoscaler.metrics import MetricsReporter
     from autoscaler.plugins.evaluators import discover_evaluators
     from autoscaler.plugins.loader import discover_plugins
@@ -157,10 +159,17 @@ async def _run(settings: Settings, decisions_dir: Path | None = None) -> int:
     health = Health(settings.control_loop_interval.total_seconds())
     metrics = MetricsReporter(health=health)
     address = settings.metrics_address
-    server = serve_http(address, metrics.registry, health) if address else None
+    try:
+        server = serve_http(address, metrics.registry, health) if address else None
+    except OSError as exc:  # the port is taken, or the host is not this machine's
+        raise ConfigError(
+            f"cannot serve /metrics on metrics_address {address}: {exc.strerror or exc}"
+        ) from exc
+    beating = asyncio.create_task(heartbeat(health))  # /healthz turns 503 if the loop is blocked
     try:
         return await _serve(settings, registry, evaluators, metrics, decisions_dir)
     finally:
+        beating.cancel()
         if server is not None:
             server.shutdown()
 
@@ -339,6 +348,8 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 def _cmd_check_config(args: argparse.Namespace) -> int:
     settings = Settings.load(args.config)
     print(f"{args.config}: OK ({len(settings.clusters)} cluster(s))")
+    for warning in settings.option_warnings():
+        print(f"warning: {warning}", file=sys.stderr)
     for cluster in settings.clusters:
         options = settings.options_for(cluster)
         print(f"\ncluster {cluster.name} ({cluster.rest_url}):")

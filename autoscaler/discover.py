@@ -96,6 +96,7 @@ async def discover(
             )
             invalid.append((ref, str(err)))
             continue
+        _warn_once(ref, [*AutoscalerOptions.unknown_keys(conf), *options.warnings()])
         if options.enabled:
             targets.append(JobTarget(job=ref, options=options, state=job.state))
         else:
@@ -151,3 +152,15 @@ def _enabled_only(conf: Mapping[str, Any], base: AutoscalerOptions) -> bool | No
         return AutoscalerOptions.from_flink_conf(switch, base).enabled
     except ConfigError:
         return None
+
+
+_WARNED: set[tuple[str, str]] = set()  # (job id, warning) already logged: once per job run, not per tick
+
+
+def _warn_once(ref: JobRef, warnings: list[str]) -> None:
+    """Log once per job run each key of its configuration that no option reads, and each value that is
+    valid but hardly meant (``AutoscalerOptions.unknown_keys`` and ``.warnings``)."""
+    for warning in warnings:
+        if (ref.job_id, warning) not in _WARNED:
+            _WARNED.add((ref.job_id, warning))
+            log.warning("job_option_unknown", cluster=ref.cluster, job=ref.key, detail=warning)

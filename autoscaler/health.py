@@ -1,10 +1,14 @@
 """Liveness and readiness, served beside ``/metrics`` by one small HTTP server.
 
-``/healthz`` answers 200 while the process can answer at all: an orchestrator restarts the daemon only
-when it is wedged. ``/readyz`` answers 200 only once a full tick completed within the last few control
-intervals and the Spark evaluation works; otherwise 503 with a JSON reason, so an operator (or a
-Kubernetes readiness probe) sees *why* without reading logs. The daemon pushes what it knows
-(:meth:`Health.tick_completed`, :meth:`Health.set_spark`); the HTTP thread only reads.
+``/healthz`` answers 200 while the daemon's event loop runs, 503 once it is wedged: the loop beats
+every second (:meth:`Health.beat`), and a loop that has not beaten for :attr:`Health.wedged_after_s`
+(a minute, or six control intervals if longer) is blocked, by a plugin or a call that never returns,
+so an orchestrator's liveness probe restarts the process. The HTTP server runs on its own thread,
+which is why it can still say so. ``/readyz`` answers 200 only once a full tick completed within the
+last few control intervals and the Spark evaluation works; otherwise 503 with a JSON reason, so an
+operator (or a Kubernetes readiness probe) sees *why* without reading logs. The daemon pushes what it
+knows (:meth:`Health.beat`, :meth:`Health.tick_completed`, :meth:`Health.set_spark`); the HTTP thread
+only reads.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-__all__ = ["Health", "HttpEndpoint", "Readiness", "serve_http"]
+__all__ = ["Health", "HttpEndpoint", "Readiness", "heartbeat", "serve_http"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,29 @@ class Health:
         self._last_tick: float | None = None
         self._spark: bool | None = None  # None: no session yet
         self._spark_detail = ""
+        self._last_beat: float | None = None  # None: the loop has not started beating yet
+        self.wedged_after_s = max(60.0, 6 * interval_s)
+
+    def beat(self, at_s: float | None = None) -> None:
+        """The event loop is running (called every second by its heartbeat task)."""
+        with self._lock:
+            self._last_beat = self._clock() if at_s is None else at_s
+
+    def liveness(self) -> Readiness:
+        """Alive unless the event loop stopped beating for :attr:`wedged_after_s` (module doc)."""
+        with self._lock:
+            last = self._last_beat
+        if last is None:
+            return Readiness(True, "alive", "the event loop has not started beating yet")
+        age = self._clock() - last
+        if age > self.wedged_after_s:
+            return Readiness(
+                False,
+                "loop_wedged",
+                f"the event loop has not run for {age:.0f} s (more than {self.wedged_after_s:g} s): "
+                "something blocks it (a plugin, a call without a timeout)",
+            )
+        return Readiness(True, "alive", f"the event loop ran {age:.0f} s ago")
 
     def tick_completed(self, at_s: float | None = None) -> None:
         """A full tick ran to its end (whatever the jobs' outcomes were)."""
@@ -120,7 +147,9 @@ def serve_http(address: str, registry: CollectorRegistry, health: Health | None 
             if path == "/metrics":
                 self._send(200, CONTENT_TYPE_LATEST, generate_latest(registry))
             elif path == "/healthz":
-                self._json(200, {"alive": True})
+                live = health.liveness() if health is not None else Readiness(True, "alive", "")
+                body = {"alive": live.ready, "reason": live.reason, "detail": live.detail}
+                self._json(200 if live.ready else 503, body)
             elif path == "/readyz":
                 state = health.readiness() if health is not None else Readiness(True, "ready", "")
                 self._json(200 if state.ready else 503, state.to_json())
@@ -145,3 +174,12 @@ def serve_http(address: str, registry: CollectorRegistry, health: Health | None 
     thread = threading.Thread(target=server.serve_forever, name="http-endpoint", daemon=True)
     thread.start()
     return HttpEndpoint(server, thread)
+
+
+async def heartbeat(health: Health, every_s: float = 1.0) -> None:
+    """Beat while the event loop runs (cancel it to stop); a blocked loop stops beating."""
+    import asyncio
+
+    while True:
+        health.beat()
+        await asyncio.sleep(every_s)

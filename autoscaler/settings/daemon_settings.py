@@ -18,13 +18,14 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from autoscaler.settings.errors import ConfigError, describe_errors
 from autoscaler.settings.options import AutoscalerOptions
 from autoscaler.settings.profiles import PROFILES
 from autoscaler.settings.values import Duration
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 DECISION_HISTORY = 20  # decisions kept per job by default (decision_history)
 MAX_DECISION_HISTORY = 1000
 
@@ -114,6 +115,26 @@ class Settings(BaseSettings):
     metrics_address: str = Field("127.0.0.1:9250", description="host:port for /metrics; empty disables.")
     log_format: Literal["console", "json"] = Field("console", description="Log output: console or json.")
     log_level: str = Field("INFO", description="Log level: DEBUG, INFO, WARNING or ERROR.")
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, v: str) -> str:
+        level = v.strip().upper()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+        return level
+
+    @field_validator("metrics_address")
+    @classmethod
+    def _host_and_port(cls, v: str) -> str:
+        """``host:port`` (``[::1]:9250`` for IPv6), or empty: caught here, not by a traceback at start."""
+        if not v:
+            return v
+        host, sep, port = v.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError("must be host:port (e.g. 0.0.0.0:9250), or empty to disable /metrics")
+        return v
+
     spark: SparkSettings = Field(
         default_factory=SparkSettings, description="Where the evaluator's SparkSession runs."
     )
@@ -134,6 +155,18 @@ class Settings(BaseSettings):
         "daemons watching different clusters, or memory:// to keep nothing across restarts. The schema is "
         "created and migrated at start-up.",
     )
+
+    @field_validator("state_url")
+    @classmethod
+    def _state_scheme(cls, v: str) -> str:
+        """A scheme the state store can open: caught here, not by a traceback at start."""
+        if v.startswith("memory://"):
+            return v
+        scheme = v.partition("://")[0].partition("+")[0]
+        if scheme not in ("sqlite", "postgresql") or "://" not in v:
+            raise ValueError("must be sqlite:///PATH, postgresql+psycopg://USER@HOST:PORT/DB or memory://")
+        return v
+
     event_retention: Duration = Field(
         timedelta(days=90),
         description="How long events stay in the state database; older ones are deleted once a day. "
@@ -232,6 +265,17 @@ class Settings(BaseSettings):
         profile = AutoscalerOptions.from_flink_conf(PROFILES[self.profile], source=f"profile {self.profile}")
         return AutoscalerOptions.from_flink_conf(self.autoscaler, profile, source="autoscaler")
 
+    def option_warnings(self) -> list[str]:
+        """Keys of the ``autoscaler:`` sections that no option reads (misspelled, most likely), and
+        values that are valid but hardly meant (:meth:`AutoscalerOptions.warnings`)."""
+        out = [f"autoscaler: {w}" for w in AutoscalerOptions.unknown_keys(self.autoscaler)]
+        out += [f"autoscaler: {w}" for w in self._daemon_options().warnings()]
+        for cluster in self.clusters:
+            where = f"clusters[{cluster.name}].autoscaler"
+            out += [f"{where}: {w}" for w in AutoscalerOptions.unknown_keys(cluster.autoscaler)]
+            out += [f"{where}: {w}" for w in self.options_for(cluster).warnings()]
+        return list(dict.fromkeys(out))
+
     def options_for(self, cluster: ClusterSettings) -> AutoscalerOptions:
         base = self._daemon_options()
         return AutoscalerOptions.from_flink_conf(cluster.autoscaler, base, source=f"clusters[{cluster.name}]")
@@ -257,6 +301,12 @@ class Settings(BaseSettings):
         data.update(overrides)
         try:
             return cls(**data)
+        except SettingsError as exc:  # an environment variable that should hold JSON does not
+            raise ConfigError(
+                f"invalid configuration from the environment: {exc} (a FLINK_AUTOSCALER_* variable for a "
+                f"list or mapping, such as FLINK_AUTOSCALER_CLUSTERS or FLINK_AUTOSCALER_SPARK__CONF, "
+                f"must hold JSON; the cause: {exc.__cause__ or 'unknown'})"
+            ) from exc
         except ConfigError as exc:
             raise ConfigError(f"{exc} (in {source})") from exc
         except ValidationError as exc:

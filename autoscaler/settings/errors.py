@@ -35,5 +35,5 @@ def describe_errors(exc: ValidationError, source: str, key_of: Any) -> str:
         if isinstance(value, str):  # a URL's password never reaches a message
             value = redact_url(value)
         shown = f" (got {value!r})" if value is not None and not isinstance(value, dict) else ""
-        lines.append(f"  {key}: {err['msg']}{shown}")
+        lines.append(f"  {key}: {err['msg'].removeprefix('Value error, ')}{shown}")
     return f"invalid configuration in {source}:\n" + "\n".join(lines)

@@ -8,6 +8,7 @@ fixed order, the utilization bounds the scaling math reads, and the translation 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -94,6 +95,17 @@ class AutoscalerOptions(
             )
         return self
 
+    def warnings(self) -> list[str]:
+        """Values that are valid (the reference accepts them) but hardly meant: said, not rejected."""
+        out = []
+        if self.vertex_min_parallelism > self.vertex_max_parallelism:
+            out.append(
+                f"{KEY_PREFIX}vertex.min-parallelism ({self.vertex_min_parallelism}) is above "
+                f"{KEY_PREFIX}vertex.max-parallelism ({self.vertex_max_parallelism}): the maximum wins, "
+                "as in the reference"
+            )
+        return out
+
     # ------------------------------------------------------------------ derived values used by the math
     @property
     def utilization_upper(self) -> float:
@@ -152,6 +164,25 @@ class AutoscalerOptions(
                 assert isinstance(choice, str)
                 keys[choice] = name
         return keys
+
+    @classmethod
+    def unknown_keys(cls, conf: Mapping[str, Any]) -> list[str]:
+        """Why each ``job.autoscaler.*`` key of ``conf`` that no option reads is ignored, naming the
+        closest known key: a misspelled key otherwise changes nothing, silently (issue 12)."""
+        known = cls.option_keys()
+        dynamic = tuple(p for _, p in _INSTANCES.values())
+        out: list[str] = []
+        for key in flatten_keys(conf):
+            prefix = next((p for p in (KEY_PREFIX, LEGACY_KEY_PREFIX) if key.startswith(p)), None)
+            if prefix is None:
+                continue
+            suffix = key[len(prefix) :]
+            if suffix in known or suffix.startswith(dynamic):
+                continue
+            match = difflib.get_close_matches(suffix, list(known), n=1, cutoff=0.6)
+            hint = f" (did you mean {KEY_PREFIX}{match[0]}?)" if match else ""
+            out.append(f"{key} is not an autoscaler option and is ignored{hint}")
+        return out
 
     @classmethod
     def canonical_key(cls, field_name: str) -> str:

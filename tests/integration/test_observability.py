@@ -235,7 +235,7 @@ async def test_healthz_is_200_and_readyz_goes_from_503_to_200_and_back(endpoint)
         response = httpx.get(f"{server.url}{path}", timeout=5)
         return response.status_code, response.json()
 
-    assert get("/healthz") == (200, {"alive": True})
+    assert get("/healthz")[:1] == (200,) and get("/healthz")[1]["alive"] is True
     status, body = get("/readyz")
     assert (status, body["reason"]) == (503, "starting")  # no Spark session yet
     metrics.report_spark(True)
@@ -255,3 +255,40 @@ async def test_healthz_is_200_and_readyz_goes_from_503_to_200_and_back(endpoint)
     assert (status, body["reason"]) == (503, "spark_unavailable") and "Py4JError" in body["detail"]
     assert get("/healthz")[0] == 200  # alive all along: only readiness says something is wrong
     assert get("/nope")[0] == 404
+
+
+async def test_healthz_turns_503_when_the_event_loop_stops_beating(endpoint):
+    """Issue 12: a plugin blocking the event loop left /healthz at 200 for ever, so no liveness probe
+    restarted the wedged daemon. The loop beats every second; a minute (or 6 intervals) without a beat
+    is a wedged loop."""
+    server, _, health, now = endpoint
+
+    def get(path: str) -> tuple[int, dict[str, Any]]:
+        response = httpx.get(f"{server.url}{path}", timeout=5)
+        return response.status_code, response.json()
+
+    assert get("/healthz")[1]["reason"] == "alive"  # not beating yet: starting up
+    health.beat()
+    now[0] += 60
+    assert get("/healthz")[0] == 200
+    now[0] += 1
+    status, body = get("/healthz")
+    assert (status, body["alive"], body["reason"]) == (503, False, "loop_wedged")
+    assert "has not run for 61 s" in body["detail"]
+    health.beat()
+    assert get("/healthz")[0] == 200  # it recovers when the loop runs again
+
+
+async def test_the_heartbeat_beats_while_the_loop_runs():
+    import asyncio
+
+    from autoscaler.health import heartbeat
+
+    beats = []
+    health = Health(10.0, clock=lambda: float(len(beats)))
+    health.beat = lambda at_s=None: beats.append(1)  # type: ignore[method-assign]
+    task = asyncio.create_task(heartbeat(health, every_s=0.001))
+    while len(beats) < 3:
+        await asyncio.sleep(0.001)
+    task.cancel()
+    assert len(beats) >= 3

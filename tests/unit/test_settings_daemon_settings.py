@@ -118,3 +118,102 @@ def test_redact_url_keeps_the_user_and_hides_the_password():
     assert redact_url("postgresql://app:pw@db:5432/x") == "postgresql://app:***@db:5432/x"
     assert redact_url("http://jm:8081") == "http://jm:8081"
     assert redact_url("not a url") == "not a url"
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "message"),
+    [
+        ("FLINK_AUTOSCALER_METRICS_ADDRESS", "0.0.0.0", "metrics_address: must be host:port"),
+        ("FLINK_AUTOSCALER_METRICS_ADDRESS", "host:99999", "metrics_address: must be host:port"),
+        ("FLINK_AUTOSCALER_STATE_URL", "mongodb://u:pw@db/x", "state_url: must be sqlite:///PATH"),
+        ("FLINK_AUTOSCALER_LOG_LEVEL", "LOUD", "log_level: must be one of DEBUG, INFO, WARNING, ERROR"),
+        ("FLINK_AUTOSCALER_CLUSTERS", "{bad", "must hold JSON; the cause: Expecting property name"),
+        ("FLINK_AUTOSCALER_SPARK__CONF", "{bad", "FLINK_AUTOSCALER_SPARK__CONF"),
+    ],
+)
+def test_what_run_would_trip_over_is_a_config_error_first(monkeypatch, env, value, message):
+    """Issue 12: check-config said OK and run then died with a traceback (or check-config did)."""
+    monkeypatch.setenv(env, value)
+    with pytest.raises(ConfigError) as err:
+        Settings.load(None)
+    assert message in str(err.value) and "pw@" not in str(err.value)
+
+
+def test_good_values_pass_and_the_log_level_is_normalised(monkeypatch):
+    monkeypatch.setenv("FLINK_AUTOSCALER_LOG_LEVEL", "debug")
+    monkeypatch.setenv("FLINK_AUTOSCALER_METRICS_ADDRESS", "[::1]:9250")
+    monkeypatch.setenv("FLINK_AUTOSCALER_STATE_URL", "postgresql+psycopg://app@db:5432/x")
+    settings = Settings.load(None)
+    assert (settings.log_level, settings.metrics_address) == ("DEBUG", "[::1]:9250")
+    monkeypatch.setenv("FLINK_AUTOSCALER_METRICS_ADDRESS", "")
+    assert Settings.load(None).metrics_address == ""
+
+
+def test_min_parallelism_above_max_is_said_not_silently_accepted(tmp_path, capsys):
+    """Valid in the reference (the maximum wins), so not rejected: a warning says it."""
+    from autoscaler.cli import main
+    from autoscaler.settings import AutoscalerOptions
+
+    options = AutoscalerOptions.from_flink_conf(
+        {"job.autoscaler.vertex.min-parallelism": "8", "job.autoscaler.vertex.max-parallelism": "4"}
+    )
+    (warning,) = options.warnings()
+    assert "vertex.min-parallelism (8) is above job.autoscaler.vertex.max-parallelism (4)" in warning
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "clusters:\n  - name: a\n    rest_url: http://jm:8081\n"
+        "    autoscaler:\n      job.autoscaler.vertex.min-parallelism: 8\n"
+        "      job.autoscaler.vertex.max-parallelism: 4\n"
+    )
+    assert main(["check-config", str(config)]) == 0
+    assert (
+        "warning: clusters[a].autoscaler: job.autoscaler.vertex.min-parallelism (8)"
+        in capsys.readouterr().err
+    )
+
+
+async def test_a_metrics_port_in_use_is_one_clear_line(tmp_path):
+    """Issue 12: run died with a traceback; main() prints a ConfigError as one line and exits 2."""
+    import socket
+
+    from autoscaler.cli import _run
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = tmp_path / "c.yaml"
+        config.write_text(
+            f"metrics_address: 127.0.0.1:{port}\nstate_url: memory://\n"
+            "clusters:\n  - name: a\n    rest_url: http://127.0.0.1:9\n"
+        )
+        with pytest.raises(ConfigError, match=f"cannot serve /metrics on metrics_address 127.0.0.1:{port}"):
+            await _run(Settings.load(config))
+
+
+def test_a_misspelled_option_key_is_named_with_the_closest_one(tmp_path, capsys):
+    """Issue 12: a misspelled job.autoscaler.* key changed nothing, silently."""
+    from autoscaler.cli import main
+    from autoscaler.settings import AutoscalerOptions
+
+    warnings = AutoscalerOptions.unknown_keys(
+        {
+            "job.autoscaler.utilisation.target": "0.6",
+            "job.autoscaler.scaling.custom-executor.gate.class": "x",  # a plugin's: known family
+            "job.autoscaler.utilization.target": "0.6",
+            "pipeline.name": "not ours",
+        }
+    )
+    assert warnings == [
+        "job.autoscaler.utilisation.target is not an autoscaler option and is ignored "
+        "(did you mean job.autoscaler.utilization.target?)"
+    ]
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "autoscaler:\n  job.autoscaler.scale-down.intervall: 1 h\n"
+        "clusters:\n  - name: a\n    rest_url: http://jm:8081\n"
+    )
+    assert main(["check-config", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: autoscaler: job.autoscaler.scale-down.intervall is not an autoscaler option" in err
+    assert "did you mean job.autoscaler.scale-down.interval?" in err
