@@ -76,7 +76,14 @@ async def decide_jobs(
             return replace(step, outcome=rec.not_evaluated(job, options, detail))
         rec.evaluated(evaluation)
         cooldown_ms = flink_cooldown_ms[job.cluster]
-        decision = decide(evaluation, state, options, rec.now_ms, flink_cooldown_ms=cooldown_ms)
+        decision = decide(
+            evaluation,
+            state,
+            options,
+            rec.now_ms,
+            flink_cooldown_ms=cooldown_ms,
+            stuck_retry_ms=_stuck_retry_ms(state, confirm_timeout),
+        )
         decision = _verify_last_scaling(decision, rec)
         rec.decided(decision, options)
         if not decision.applies:
@@ -106,11 +113,29 @@ def _confirm_pending(sample: JobSample, state: JobState, rec: TickRecord, timeou
                 history[-1], confirmed_ms=rec.now_ms, restart_duration_ms=result.restart_duration_ms
             )
             history = (*history[:-1], last)
-        return replace(state, pending=None, history=history)
+        return replace(state, pending=None, history=history, stuck_rescales=0, stuck_ms=None)
     if rec.now_ms - pending.issued_ms > to_ms(timeout):
-        rec.stuck(job, pending, timeout)
-        return replace(state, pending=None)
+        stuck = replace(state, pending=None, stuck_rescales=state.stuck_rescales + 1, stuck_ms=rec.now_ms)
+        rec.stuck(job, pending, timeout, stuck.stuck_rescales, _stuck_retry_ms(stuck, timeout))
+        return stuck
     return state
+
+
+STUCK_BACKOFF_CAP = timedelta(hours=1)
+
+
+def _stuck_retry_ms(state: JobState, timeout: timedelta) -> int | None:
+    """When a job whose last rescales never ran may be rescaled again: ``confirm_timeout`` after the
+    first one was given up, doubling with each one more (at most an hour); None when none is stuck.
+
+    Flink accepted those PUTs (its requirements are set) but did not run them: most often too few
+    free slots, which a new PUT does not create. A PUT every ``confirm_timeout`` would only add
+    restarts' worth of records to the history and a target drifting with the backlog.
+    """
+    if not state.stuck_rescales or state.stuck_ms is None:
+        return None
+    backoff = min(timeout * 2 ** (state.stuck_rescales - 1), STUCK_BACKOFF_CAP)
+    return state.stuck_ms + to_ms(backoff)
 
 
 # Outcomes that end before the metrics were judged: their evaluation cannot verify a rescale.

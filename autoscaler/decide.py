@@ -90,11 +90,13 @@ def decide(
     now_ms: int,
     *,
     flink_cooldown_ms: int = 0,
+    stuck_retry_ms: int | None = None,
 ) -> Decision:
     """Run the gates in order; the TaskManager resources for the quota come with the evaluation's sample.
 
     ``flink_cooldown_ms`` is the cluster's ``jobmanager.adaptive-scheduler.executing.cooldown-after-
     rescaling``: Flink holds back any rescale inside it, so the daemon never issues one there.
+    ``stuck_retry_ms``: the job's last rescales never ran; none is issued before then (act.py).
     """
     job = evaluation.job
 
@@ -103,6 +105,13 @@ def decide(
 
     if state.pending is not None:
         return no(Reason.RESCALE_IN_FLIGHT, "waiting for the last rescale to show in /jobs/:id")
+    if stuck_retry_ms is not None and now_ms < stuck_retry_ms:
+        return no(
+            Reason.RESCALE_STUCK,
+            f"the last {state.stuck_rescales} rescale(s) were accepted by Flink but never ran (too few "
+            f"free slots?): no new one before {_utc(stuck_retry_ms)} "
+            f"({(stuck_retry_ms - now_ms) / 1000:.0f} s)",
+        )
     if evaluation.not_ready is not None:
         if evaluation.load_change_ms is not None:
             # The delayed scale-downs were recommended for the old load, the last of them on a window

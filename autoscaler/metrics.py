@@ -144,6 +144,13 @@ class MetricsReporter:
             _JOB_LABELS,
             registry=r,
         )
+        self.rescales_stuck = Counter(
+            "flink_autoscaler_rescales_stuck",
+            "Rescales Flink accepted but never ran within confirm_timeout (RescaleStuck); the next one "
+            "waits a doubling backoff",
+            _JOB_LABELS,
+            registry=r,
+        )
         self.invalid_metric_values = Counter(
             "flink_autoscaler_invalid_metric_values",
             "Metric values that cannot be (a negative count, rate, time or lag), read as unknown (NaN) "
@@ -235,6 +242,7 @@ class MetricsReporter:
             (self.option_fallbacks, (*_JOB_LABELS, "option")),
             (self.stale_samples, _JOB_LABELS),
             (self.invalid_metric_values, _JOB_LABELS),
+            (self.rescales_stuck, _JOB_LABELS),
             (self.verification_ratio, _VERTEX_LABELS),
             (self.verifications, (*_JOB_LABELS, "result")),
         )

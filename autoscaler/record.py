@@ -129,15 +129,10 @@ class TickRecord:
 
     def invalid_values(self, sample: JobSample) -> None:
         """Values that cannot be (negative) were read as unknown (collect/sanity.py): say which, count."""
-        job = sample.job
-        self.metrics.invalid_metric_values.labels(job.cluster, job.name).inc(len(sample.invalid_values))
-        log.warning(
-            "metric_values_invalid",
-            cluster=job.cluster,
-            job=job.name,
-            values=list(sample.invalid_values),
-            detail="negative metric values read as unknown (NaN): no rate is taken from them",
-        )
+        job, values = sample.job, list(sample.invalid_values)
+        self.metrics.invalid_metric_values.labels(job.cluster, job.name).inc(len(values))
+        detail = "negative metric values read as unknown (NaN): no rate is taken from them"
+        log.warning("metric_values_invalid", cluster=job.cluster, job=job.name, values=values, detail=detail)
 
     def unavailable(self, unavailable: Unavailable) -> JobOutcome:
         job = unavailable.job
@@ -164,9 +159,17 @@ class TickRecord:
         else:
             self.event(job.key, Reason.SCALING_CONFIRMED, EventType.NORMAL, f"rescale running: {got}")
 
-    def stuck(self, job: JobRef, pending: PendingRescale, timeout: timedelta) -> None:
-        text = f"rescale to {dict(pending.target)} not running after {timeout}"
-        self.event(job.key, Reason.RESCALE_STUCK, EventType.WARNING, text)
+    def stuck(
+        self, job: JobRef, pending: PendingRescale, timeout: timedelta, n: int, retry: int | None
+    ) -> None:
+        """A rescale Flink accepted but never ran: event, counter, log; the next waits a backoff (act.py)."""
+        after = (
+            f"; the next rescale not before {(retry - self.now_ms) / 1000:.0f} s from now" if retry else ""
+        )
+        text = f"rescale to {dict(pending.target)} not running after {timeout} ({n} in a row){after}"
+        self.metrics.rescales_stuck.labels(job.cluster, job.name).inc()
+        log.warning("rescale_stuck", cluster=job.cluster, job=job.name, in_a_row=n, detail=text)
+        self.event(job.key, Reason.RESCALE_STUCK, EventType.WARNING, text, key=f"stuck:{pending.issued_ms}")
 
     def verified(self, evaluation: JobEvaluation, record: ScalingRecord) -> None:
         """A rescale's verification (made once, so never deduplicated): a Normal event when it delivered

@@ -78,6 +78,8 @@ def encode_state(state: JobState) -> str:
             },
             "delayed_scale_down": {vid: _delayed(d) for vid, d in state.delayed_scale_down.items()},
             "overrides": dict(state.overrides),
+            # Written only while stuck, so a state without a stuck rescale encodes as before.
+            **({"stuck": [state.stuck_rescales, state.stuck_ms]} if state.stuck_rescales else {}),
         }
     )
 
@@ -207,11 +209,14 @@ def decode_state(version: int, text: str) -> JobState:
         for vid, d in _obj(data.get("delayed_scale_down", {}), "delayed_scale_down").items()
     }
     overrides = {k: _int(v, "overrides") for k, v in _obj(data.get("overrides", {}), "overrides").items()}
+    stuck, stuck_ms = _pair(data.get("stuck", [0, None]), "stuck", _opt_int)
     return JobState(
         last_rescale_ms=_opt_int(data.get("last_rescale_ms"), "last_rescale_ms"),
         pending=pending,
         delayed_scale_down=delayed,
         overrides=overrides,
+        stuck_rescales=stuck or 0,
+        stuck_ms=stuck_ms,
     )
 
 

@@ -178,6 +178,10 @@ class JobState:
     delayed_scale_down: Mapping[VertexId, DelayedScaleDown] = field(default_factory=dict)
     history: tuple[ScalingRecord, ...] = ()
     overrides: Mapping[VertexId, int] = field(default_factory=dict)
+    # Rescales in a row that Flink accepted but never ran (RescaleStuck), and when the last was given
+    # up: the next one waits a doubling backoff instead of a PUT every confirm_timeout (act.py).
+    stuck_rescales: int = 0
+    stuck_ms: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "delayed_scale_down", frozen_map(self.delayed_scale_down))

@@ -170,9 +170,24 @@ async def test_a_rescale_flink_never_applies_is_reported_stuck_then_decided_agai
     for _ in range(5):
         report = await w.tick()
         assert report.for_job("job-a").outcome is Reason.RESCALE_IN_FLIGHT
-    await w.tick(seconds=20)
+    report = await w.tick(seconds=20)
     assert Reason.RESCALE_STUCK in w.events.reasons("a/job-a")
-    assert len(w.puts("a")) == 2  # decided again once the stuck rescale was given up
+    # Issue 12: not a PUT every confirm_timeout for ever. The next waits confirm_timeout (60 s), then
+    # twice that after a second stuck one; the state counts them and a counter says so.
+    assert report.for_job("job-a").outcome is Reason.RESCALE_STUCK and len(w.puts("a")) == 1
+    assert w.state.load("a/job-a").stuck_rescales == 1
+    await w.tick(seconds=40)
+    assert report.for_job("job-a").outcome is Reason.RESCALE_STUCK and len(w.puts("a")) == 1
+    await w.tick(seconds=25)
+    assert len(w.puts("a")) == 2  # decided again once the backoff has run
+    for _ in range(7):
+        await w.tick(seconds=10)
+    assert w.state.load("a/job-a").stuck_rescales == 2
+    for _ in range(10):
+        await w.tick(seconds=10)
+    assert len(w.puts("a")) == 2  # 100 s into a 120 s backoff
+    await w.tick(seconds=30)
+    assert len(w.puts("a")) == 3
 
 
 async def test_confirmation_records_the_restart_and_the_realizer_is_idempotent():

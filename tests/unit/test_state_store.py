@@ -993,3 +993,12 @@ def test_open_stores_memory_and_sqlite(tmp_path: Any) -> None:
         ]
     finally:
         again.close()
+
+
+def test_stuck_rescales_round_trip_and_are_absent_when_none() -> None:
+    """RescaleStuck backoff (issue 12, defect 8): written only while stuck; other states encode as before."""
+    stuck = JobState(last_rescale_ms=1, stuck_rescales=2, stuck_ms=5)
+    text = encode_state(stuck)
+    assert json.loads(text)["stuck"] == [2, 5] and decode_state(1, text) == stuck
+    assert "stuck" not in encode_state(JobState(last_rescale_ms=1))
+    assert decode_state(1, encode_state(JobState(last_rescale_ms=1))).stuck_rescales == 0
