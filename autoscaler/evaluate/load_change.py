@@ -3,8 +3,9 @@
 A window half full of the old load averages two loads: after a step up it under-estimates the new rate
 (one restart too few), after a step down it over-estimates it, and the scale-down delay then keeps the
 largest of those half-old recommendations, so a job steps down one restart at a time. So the window
-(``evaluate/window.py``) restarts where a change began. The detector compares the offered rate of each
-of the two newest intervals with the rate over the rest of the window; the offered rate is what the
+(``evaluate/window.py``) restarts at the first sample of the new load. The detector compares the
+offered rate of each of the two newest intervals with the rate over the rest of the window; the offered
+rate is what the
 sources took in plus what their backlog grew by (``numRecordsIn + pendingRecords``), so a
 back-pressured job shows its real load. After a change the window must fill again before a decision,
 which also lets a burst shorter than the window pass without a restart (its backlog is caught up

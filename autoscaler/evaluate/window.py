@@ -8,8 +8,8 @@ of a reset, forgotten or aged-out job disappear without a separate delete. Epoch
 per book and are never reused, so a forgotten job that comes back cannot match its old rows.
 
 A load change inside the window (ours, ``metrics.load-change.threshold``) moves the window's start to
-where the change began, and a full window whose newest interval may be the start of one waits an
-interval (``LoadChanging``): ``evaluate/load_change.py`` says why and how a change is told.
+its first sample of the new load, and a full window whose newest interval may be the start of one
+waits an interval (``LoadChanging``): ``evaluate/load_change.py`` says why and how a change is told.
 """
 
 from __future__ import annotations
@@ -139,21 +139,26 @@ def _slide(window: JobWindow, now_ms: int, *, present: bool = True) -> JobWindow
 
 
 def _after_load_change(window: JobWindow, threshold: float) -> tuple[JobWindow, int | None]:
-    """Restart the window where the two newest intervals began if the load changed there (module doc)."""
+    """Restart the window at the first sample of a new load if the load changed (module doc)."""
     if window.first_stable_ts_ms is None or window.level_resets >= MAX_LEVEL_RESETS:
         return window, None
     if not load_changed(_points(window), threshold):
         return window, None
-    since = window.timestamps[-3]
+    # The window restarts at the first sample of the new load: the interval before it holds the change
+    # itself (part old load, part new), which would bias a whole window of the new load towards the old
+    # one (on a real cluster, a drop to 800 read 842 rec/s a window later and kept the job at 2, not 1).
+    # It is full one metrics.window after the change began, as if that interval were in it: its rates,
+    # timed by the fetches, are exact over the shorter span, and a step up is not answered later.
+    since = window.timestamps[-2]
     return (
         replace(
             window,
             level_since_ms=since,
-            first_stable_ts_ms=since,
-            timestamps=window.timestamps[-3:],
-            offered=window.offered[-3:],
+            first_stable_ts_ms=window.timestamps[-3],
+            timestamps=window.timestamps[-2:],
+            offered=window.offered[-2:],
             level_resets=window.level_resets + 1,
-            level_known_ms=window.timestamps[-2],
+            level_known_ms=since,
             level_told=False,
         ),
         since,
@@ -219,9 +224,10 @@ def observe(
     """Fold one sample into a job's window; ``new_epoch`` is used if the window (re)starts.
 
     ``offered`` is the sample's :func:`offered_records`; with ``load_change_threshold`` > 0 a load
-    change restarts the window where it began (module doc). ``counters`` are the sample's cumulative
-    counters (``collect/sanity.py``): one that fell since the last sample of the same job run (a reset
-    without a restart, or a fault) starts the window over at this sample, so no rate spans it.
+    change restarts the window at its first sample of the new load (module doc). ``counters`` are the
+    sample's cumulative counters (``collect/sanity.py``): one that fell since the last sample of the
+    same job run (a reset without a restart, or a fault) starts the window over at this sample, so no
+    rate spans it.
     """
     restarted = previous is not None and (
         running_since_ms > previous.running_since_ms or vertex_ids != previous.vertex_ids

@@ -64,18 +64,19 @@ def test_load_changed(points: tuple[tuple[int, float], ...], changed: bool) -> N
 def test_a_step_restarts_the_window_at_the_step_and_it_must_fill_again() -> None:
     book = WindowBook()
     statuses = run(book, steady_then(2000.0), 20)
-    step = FIRST + 10 * TICK  # the first sample that saw the doubled rate is at 11 * TICK
+    step = FIRST + 10 * TICK  # the load doubled right after this sample
+    first_new = step + TICK  # the first sample of the new load (its interval holds the step itself)
     # One interval: maybe a change, maybe a blip; no decision on a window that straddles it.
     assert statuses[11].load_change_ms is None and statuses[11].not_ready is Reason.LOAD_CHANGING
     assert all(s.not_ready is None for s in statuses[6:11])  # full (30 s) and steady before it
     changed = statuses[12]  # the second interval confirms it
-    assert changed.load_change_ms == step
-    assert changed.start_ms == step and changed.samples == 3
+    assert changed.load_change_ms == first_new
+    assert changed.start_ms == first_new and changed.samples == 2  # the interval of the step is out
     assert changed.not_ready is Reason.WINDOW_NOT_FULL
     assert all(s.not_ready is Reason.WINDOW_NOT_FULL for s in statuses[12:16])
-    full = statuses[16]  # 30 s after the step: a full window of the new load only
-    assert full.not_ready is None and full.start_ms == step and full.samples == 7
-    assert full.level_since_ms == step + TICK  # the first sample of the new load, on the first decision
+    full = statuses[16]  # 30 s after the step: the new load only, 25 s of it (rates are exact)
+    assert full.not_ready is None and full.start_ms == first_new and full.samples == 6
+    assert full.level_since_ms == first_new  # since when the new load is known, on the first decision
     assert all(s.level_since_ms is None for s in statuses[17:])  # not on later ones
     assert all(s.load_change_ms is None for s in statuses[13:])
 
