@@ -42,8 +42,14 @@ def without_negatives(
     return out, tuple(invalid)
 
 
-COUNTERS = ("num_records_in", "num_records_out", "accumulated_busy_time_ms", "accumulated_busy_time_agg_ms")
-"""The cumulative fields of a :class:`~autoscaler.model.VertexSample`: none of them may fall in a run."""
+COUNTERS = ("num_records_in", "num_records_out")
+"""The cumulative fields of a :class:`~autoscaler.model.VertexSample` that never fall within a run.
+
+Not the accumulated busy time: Flink computes it as the time since the task started minus its idle and
+back-pressured time, and an idle period is added to the idle time only when it ends, so the busy time
+grows through an idle period and falls back when it ends (on the lab cluster, every few ticks at 64 %
+busy). Its sum with idle and back-pressured time never falls (``collect/freshness.py`` times readings
+by it)."""
 
 
 def sample_counters(sample: JobSample) -> tuple[float, ...]:

@@ -84,3 +84,11 @@ def test_unknown_counters_never_count_as_falling() -> None:
     assert counters_fell((math.nan, 7.0), (0.0, 8.0)) is False
     assert counters_fell((5.0, 7.0), (math.nan, 8.0)) is False
     assert counters_fell((), (1.0,)) is False  # the first sample, or another topology
+
+
+def test_the_busy_time_counter_may_fall_and_restarts_nothing() -> None:
+    """Flink's accumulated busy time falls back when an idle period ends (idle is added at its end):
+    not a reset. Only the record counters are held to never falling."""
+    from autoscaler.collect.sanity import COUNTERS
+
+    assert COUNTERS == ("num_records_in", "num_records_out")
