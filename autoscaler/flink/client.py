@@ -328,6 +328,11 @@ class FlinkClient:
             except FlinkError as exc:
                 self._notify(method, path, type(exc).__name__)
                 raise
+        try:  # a truncated, malformed or HTML answer is counted as bad_payload, not as a 200
+            payload = json.loads(response.content) if response.is_success and parse else None
+        except ValueError as exc:
+            self._notify(method, path, FlinkBadPayload.__name__)
+            raise self._bad(method, path, f"invalid JSON ({exc}): {snippet(response.text)}") from exc
         self._notify(method, path, response.status_code)
         if not response.is_success:
             messages = error_messages(response)
@@ -347,12 +352,7 @@ class FlinkClient:
                 method=method,
                 endpoint=path,
             )
-        if not parse:
-            return None
-        try:
-            return json.loads(response.content)
-        except ValueError as exc:
-            raise self._bad(method, path, f"invalid JSON ({exc}): {snippet(response.text)}") from exc
+        return payload
 
     async def _send(
         self, method: str, path: str, params: Mapping[str, str] | None, json_body: Any

@@ -572,3 +572,16 @@ def test_from_settings_rejects_missing_tls_files(tmp_path: Path) -> None:
     key_only = ClusterSettings(name="prod", rest_url="https://jm:8081", client_key=tmp_path / "k.pem")
     with pytest.raises(ConfigError, match="client_key needs client_cert"):
         FlinkClient.from_settings(key_only, timedelta(seconds=1))
+
+
+async def test_an_answer_that_is_not_json_is_counted_as_bad_payload_not_as_200() -> None:
+    """Issue 12: truncated, malformed or HTML answers were counted as status 200, never as bad_payload."""
+    seen: list[object] = []
+    with respx.mock(base_url="http://jm:8081") as router:
+        router.get("/jobs/overview").mock(return_value=httpx.Response(200, text="<html>proxy error</html>"))
+        async with FlinkClient(
+            "http://jm:8081", cluster="c", on_request=lambda *args: seen.append(args[-1])
+        ) as client:
+            with pytest.raises(FlinkBadPayload, match="invalid JSON"):
+                await client.jobs_overview()
+    assert seen == ["FlinkBadPayload"]
