@@ -57,9 +57,8 @@ class JobWindow:
     last_ts_ms: int  # newest sample seen (kept or not), to reject duplicates and reordering
     timestamps: tuple[int, ...] = ()  # samples inside the window, ascending
     offered: tuple[float, ...] = ()  # the sources' offered records at each of those samples
-    level_since_ms: int | None = None  # a load change began here: the window starts no earlier
+    level_since_ms: int | None = None  # the first sample of a new load: the window starts no earlier
     level_resets: int = 0  # load changes that restarted the window since it was last full
-    level_known_ms: int | None = None  # the first sample of the new load after the last load change
     level_told: bool = False  # the first decision on the new load has been offered (WindowStatus)
     last_counters: tuple[float, ...] = ()  # the newest sample's cumulative counters (counters_fell)
 
@@ -158,7 +157,6 @@ def _after_load_change(window: JobWindow, threshold: float) -> tuple[JobWindow, 
             timestamps=window.timestamps[-2:],
             offered=window.offered[-2:],
             level_resets=window.level_resets + 1,
-            level_known_ms=since,
             level_told=False,
         ),
         since,
@@ -173,6 +171,7 @@ def _status(
     kept: bool,
     load_change_ms: int | None = None,
     load_changing: bool = False,
+    counters_fell: bool = False,
 ) -> WindowStatus:
     first = window.first_stable_ts_ms
     return WindowStatus(
@@ -185,7 +184,8 @@ def _status(
         kept=kept,
         load_change_ms=load_change_ms,
         load_changing=load_changing,
-        level_since_ms=None if window.level_told else window.level_known_ms,
+        counters_fell=counters_fell,
+        level_since_ms=None if window.level_told else window.level_since_ms,
     )
 
 
@@ -197,7 +197,7 @@ def _told(window: JobWindow, status: WindowStatus) -> JobWindow:
     again), so the load is known to have been at its level since then. That holds for the first
     decision on the new load; a recommendation that comes later comes from a drift since, not the step.
     """
-    if window.level_known_ms is None or window.level_told or status.not_ready is not None:
+    if window.level_since_ms is None or window.level_told or status.not_ready is not None:
         return window
     return replace(window, level_told=True)
 
@@ -278,9 +278,15 @@ def observe(
         changing = not capped and load_changing(_points(window), load_change_threshold)
         window = replace(window, level_resets=0)  # it filled and decides: changes may restart it again
     status = _status(
-        window, now_ms, reset=restarted or fell, kept=kept, load_change_ms=change_ms, load_changing=changing
+        window,
+        now_ms,
+        reset=restarted or fell,
+        kept=kept,
+        load_change_ms=change_ms,
+        load_changing=changing,
+        counters_fell=fell,
     )
-    return _told(window, replace(status, counters_fell=fell)), replace(status, counters_fell=fell)
+    return _told(window, status), status
 
 
 def _points(window: JobWindow) -> tuple[tuple[int, float], ...]:
