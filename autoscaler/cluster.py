@@ -299,18 +299,21 @@ class Clusters:
         """Clusters whose lease this daemon does not hold (any more): their jobs are not its to write."""
         return {c.name for c in self.sessions if not c.holds_lease(now_ms)}
 
-    async def release_leases(self) -> None:
-        """Hand the held leases back (a standby takes over at its next tick)."""
+    async def release_leases(self, reason: str = "stopping") -> None:
+        """Hand the held leases back (a standby takes over at its next tick) and forget their jobs."""
         me = self.settings.instance_id
         for c in self.sessions:
             if not c.lease_expires_ms:
                 continue
             try:
                 await asyncio.to_thread(self.state.release_lease, c.name, me)
-                log.info("lease_released", cluster=c.name, instance=me)
+                log.info("lease_released", cluster=c.name, instance=me, reason=reason)
             except Exception as exc:  # it expires on its own after lease_ttl
-                log.warning("lease_release_failed", cluster=c.name, error=str(exc))
+                log.warning("lease_release_failed", cluster=c.name, error=str(exc), reason=reason)
+            self._stand_down(c)
             c.lease_expires_ms = 0
+            c.lease_holder = None
+            self.metrics.lease_held.labels(c.name).set(0)
 
     # ------------------------------------------------------------------ jobs that leave
     def vanished(self) -> list[str]:

@@ -29,6 +29,7 @@ from autoscaler.outcome import JobOutcome, TickReport
 from autoscaler.plugins.api import ScalingExecutorPlugin
 from autoscaler.plugins.configured import PluginInstances
 from autoscaler.plugins.evaluators import EvaluatorInstances
+from autoscaler.reasons import Reason
 from autoscaler.record import TickRecord
 from autoscaler.schedule import Schedule, cleanup
 from autoscaler.settings import Settings
@@ -79,6 +80,7 @@ class Daemon:
         )
         self._chain_log = ChainLog()
         self._tick_lock = asyncio.Lock()
+        self._evaluation_failed = False  # the last evaluation failed: check the evaluator before acting
 
     @property
     def retries(self) -> dict[str, int]:
@@ -94,9 +96,14 @@ class Daemon:
         """
         async with self._tick_lock:
             rec = TickRecord(self.clock.now_ms(), self.metrics)
+            if self._evaluation_failed and not await self._evaluator_recovered():
+                return await self._stand_by(rec, "this daemon cannot evaluate", "evaluator_unavailable")
+            if not await self._storage_usable():
+                return await self._stand_by(rec, "the state database is unusable", "state_database_unusable")
             collected = await self.clusters.collect(rec, only_job)  # discover + collect
             loaded = await self.store.load(collected.samples)
             evaluated = await self._evaluate(collected.samples, loaded, rec.now_ms)
+            self._evaluation_failed = evaluated.error is not None
             decided = await decide_jobs(
                 collected.samples,
                 loaded,
@@ -122,6 +129,44 @@ class Daemon:
             metrics=self.metrics,
             reload=reload,
         )
+
+    async def _evaluator_recovered(self) -> bool:
+        """After a failed evaluation: can the evaluator evaluate again (a new Spark session for a dead
+        one, say)? Asked before the next tick takes leases or reads a cluster."""
+        try:
+            await asyncio.to_thread(self.evaluator.check)
+        except Exception as exc:
+            detail = f"evaluator unavailable: {type(exc).__name__}: {exc}"
+            self.metrics.report_spark(False, detail)
+            log.error("evaluator_unavailable", error=str(exc))
+            return False
+        self._evaluation_failed = False
+        self.metrics.report_spark(True)
+        log.info("evaluator_recovered")
+        return True
+
+    async def _storage_usable(self) -> bool:
+        """The state database is where this daemon thinks it is (a deleted SQLite file is put back,
+        a replaced one set aside: ``autoscaler.state.sqlite_file``); asked before the leases, which
+        live there. Every event is counted: each cluster's state went through it."""
+        try:
+            what = await asyncio.to_thread(self.state.check_storage)
+        except Exception as exc:  # e.g. no room for the copy: acting on a file nobody sees is not safe
+            log.error("state_database_check_failed", error=str(exc))
+            what, usable = f"the state database could not be checked: {exc}", False
+        else:
+            usable = True
+        if what is not None:
+            for c in self.clusters:
+                self.metrics.report_error(c.name, Reason.STATE_STORE_ERROR)
+        return usable
+
+    async def _stand_by(self, rec: TickRecord, why: str, reason: str) -> TickReport:
+        """A daemon that cannot act safely hands its leases back and reads no cluster, so a standby that
+        can takes over at its next tick; it takes them back (if free) once it can act again."""
+        await self.clusters.release_leases(reason=reason)
+        why = f"{why}: standing by, leases released"
+        return TickReport(rec.now_ms, (), {c.name: why for c in self.clusters})
 
     async def _record(
         self,

@@ -184,6 +184,7 @@ class StubEvaluator:
         )
         self.limited = dict(limited or {})  # vertex name -> the target a legacy alignment could not keep
         self.fail = fail
+        self.checks = 0
         self.calls: list[list[str]] = []
         self.histories: list[dict[str, Any]] = []
         self.restored: list[dict[str, int]] = []  # per call: job key -> stored samples replayed
@@ -247,6 +248,12 @@ class StubEvaluator:
 
     def forget(self, job_keys: Sequence[str]) -> None:
         self.forgotten.extend(job_keys)
+
+    def check(self) -> None:
+        """Fails while ``fail`` is set, as a Spark session that cannot be replaced would."""
+        self.checks += 1
+        if self.fail:
+            raise RuntimeError("Spark session is gone")
 
     @staticmethod
     def _bounds(sample: JobSample, info: VertexInfo) -> AlignmentBounds:

@@ -167,6 +167,9 @@ class PythonEvaluator:
         )
 
     # -- lifecycle -----------------------------------------------------------------------------
+    def check(self) -> None:
+        """Plain Python can always evaluate."""
+
     def forget(self, job_keys: Iterable[str]) -> None:
         """Drop jobs (stopped or removed) at once."""
         keys = list(job_keys)

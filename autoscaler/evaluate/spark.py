@@ -55,7 +55,13 @@ from autoscaler.evaluate.spark_frames import (
     spark_error,
     to_spark,
 )
-from autoscaler.evaluate.spark_session import create_spark_session, is_connect, session_conf
+from autoscaler.evaluate.spark_session import (
+    create_spark_session,
+    discard_local_session,
+    is_connect,
+    local_jvm_alive,
+    session_conf,
+)
 from autoscaler.evaluate.window import WindowBook, WindowStatus
 from autoscaler.model import JobEvaluation, JobSample, VertexEvaluation, VertexId, VertexSample
 from autoscaler.plugins.metrics import JOB_SCOPE
@@ -96,12 +102,11 @@ _GONE_SESSION = ("NO_ACTIVE_SESSION", "INVALID_HANDLE.SESSION_")
 
 
 def start_evaluator(settings: SparkSettings) -> SparkEvaluator:
-    """The process's session and its evaluator; over Connect, one that reconnects if the server restarts
-    (a classic session's driver JVM is this process's own: there is nothing to reconnect to)."""
+    """The process's session and its evaluator, which makes a new session when it loses this one: a
+    Connect server that restarted, or a local driver JVM that died."""
     spark = create_spark_session(settings)
-    reconnect = functools.partial(create_spark_session, settings) if is_connect(settings.master) else None
     try:
-        return SparkEvaluator(spark, reconnect=reconnect)
+        return SparkEvaluator(spark, reconnect=functools.partial(create_spark_session, settings))
     except BaseException:
         spark.stop()
         raise
@@ -129,10 +134,12 @@ class SparkEvaluator:
         partitions: int | None = None,
         reconnect: Callable[[], SparkSession] | None = None,
     ) -> None:
-        """``reconnect`` makes a new session when Spark Connect no longer knows this one (the server
-        restarted); without it such a session fails every tick until the process restarts."""
+        """``reconnect`` makes a new session when this one is lost: Spark Connect no longer knows it
+        (the server restarted), or the local driver JVM died; without it such a session fails every
+        tick until the process restarts."""
         self._spark = spark
         self._reconnect = reconnect
+        self._connect = type(spark).__module__.startswith("pyspark.sql.connect")
         self._partitions = partitions or max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or "4"))
         self._book = WindowBook()
         self._window: DataFrame | None = None
@@ -157,6 +164,18 @@ class SparkEvaluator:
     def session(self) -> SparkSession:
         """The session this evaluator runs on now."""
         return self._spark
+
+    def check(self) -> None:
+        """Raise unless Spark can evaluate now, after replacing a session it lost (``reconnect``).
+
+        The daemon asks before it takes its leases back after a failed evaluation: a daemon that
+        cannot evaluate stands by, so that a healthy standby acts on its clusters.
+        """
+        try:
+            self._spark.range(1).count()
+        except Exception as err:
+            self._recover(err)
+            self._spark.range(1).count()
 
     def stop(self) -> None:
         """Stop the session this evaluator runs on now (a reconnect replaces the one it started with)."""
@@ -315,7 +334,7 @@ class SparkEvaluator:
         """Start every window afresh if ``err`` says Spark lost them, on a new session if it lost ours;
         re-raise anything else (and a failing reconnect: the next tick tries again)."""
         lost = spark_error(err, _LOST_WINDOW)
-        gone = None if lost is not None or self._reconnect is None else spark_error(err, _GONE_SESSION)
+        gone = None if lost is not None else self._session_gone(err)
         if lost is None and gone is None:
             raise err
         jobs = len(self._rows_by_job)
@@ -323,13 +342,27 @@ class SparkEvaluator:
         if lost is not None:
             log.warning("spark_window_lost", jobs=jobs, detail=lost)
             return
-        log.warning("spark_session_lost", jobs=jobs, detail=gone)
         assert self._reconnect is not None
-        # Stopped, the dead session stops being PySpark's default: the new one takes its place, which
-        # Connect's DataFrames look up (the tick runs on worker threads that have no active session).
-        self.stop()
+        if self._connect:
+            log.warning("spark_session_lost", jobs=jobs, detail=gone)
+            # Stopped, the dead session stops being PySpark's default: the new one takes its place, which
+            # Connect's DataFrames look up (the tick runs on worker threads that have no active session).
+            self.stop()
+        else:
+            exit_code = discard_local_session(self._spark)
+            log.warning("spark_session_lost", jobs=jobs, detail=gone, jvm_exit_code=exit_code)
         self._spark = self._reconnect()
         log.info("spark_session_reconnected")
+
+    def _session_gone(self, err: Exception) -> str | None:
+        """Why our session is gone for good, or None (it is not, or there is no ``reconnect``)."""
+        if self._reconnect is None:
+            return None
+        if self._connect:
+            return spark_error(err, _GONE_SESSION)
+        if local_jvm_alive():
+            return None
+        return f"the driver JVM is gone ({type(err).__name__}: {err})"
 
     def _drop_windows(self) -> None:
         """Forget every window, in Spark and in the bookkeeping: what is left of the frames is unusable."""

@@ -7,7 +7,8 @@ SQL confs over Connect, with the plan cache off), the environment the local JVM 
 the Connect client's fail-fast retry policy, and the loggers quieted for what the evaluator does on
 purpose. :func:`session_conf` and :func:`is_connect` need no JVM. The evaluator
 (:mod:`autoscaler.evaluate.spark`) starts its session with :func:`create_spark_session`, and makes a new
-one with it when a Connect server lost the old one.
+one with it when a Connect server lost the old one, or when the local driver JVM died
+(:func:`local_jvm_alive`, :func:`discard_local_session`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from autoscaler.settings import SparkSettings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["create_spark_session", "is_connect", "session_conf"]
+__all__ = ["create_spark_session", "discard_local_session", "is_connect", "local_jvm_alive", "session_conf"]
 
 # Connect's default retry policy waits out an unreachable server for at least 10 minutes inside one
 # call. A tick fails fast instead (about 17 s: 5 retries from 50 ms, x4, at most 15 s apart): nothing
@@ -151,3 +152,55 @@ def _quiet_expected_warnings(session: SparkSession) -> None:
         error = jvm.org.apache.logging.log4j.Level.ERROR
         for name in _EXPECTED_WARNINGS:
             jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, error)
+
+
+# ---------------------------------------------------------------------------------------------- a dead JVM
+def local_jvm_alive() -> bool:
+    """Whether this process's driver JVM (the py4j gateway's child process) is running.
+
+    A classic session (``local[*]``, ``spark://``) lives in a JVM that PySpark started as a child of
+    this process. If it dies (the OOM killer, a ``kill``), every call fails with "Connection refused"
+    and PySpark never starts another on its own: its singletons still point at the dead one. False
+    also when there is no gateway at all (discarded, or never started).
+    """
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    return proc is not None and proc.poll() is None
+
+
+def discard_local_session(session: SparkSession) -> int | None:
+    """Forget a classic session whose JVM died, so that the next :func:`create_spark_session` starts a
+    new JVM; reap the dead one (else it stays a zombie). Returns the old JVM's exit code, if known.
+
+    ``SparkSession.stop`` alone does not do it: against a dead JVM it fails half-way, leaving the
+    session, context and gateway singletons set, and PySpark would hand the dead session out again.
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+    from pyspark.sql.context import SQLContext
+
+    with contextlib.suppress(Exception):  # fails part-way against a dead JVM; what it cleared stays cleared
+        session.stop()
+    gateway = SparkContext._gateway
+    with SparkContext._lock:
+        SparkContext._active_spark_context = None
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+    SQLContext._instantiatedContext = None
+    if gateway is None:
+        return None
+    with contextlib.suppress(Exception):  # closes py4j's sockets and callback server
+        gateway.shutdown()
+    proc = getattr(gateway, "proc", None)
+    if proc is None:
+        return None
+    with contextlib.suppress(Exception):
+        proc.kill()  # a JVM that only lost its py4j connection is stopped for good
+    try:
+        return proc.wait(timeout=30)
+    except Exception:
+        return None

@@ -53,6 +53,11 @@ class Evaluator(Protocol):
 
     def forget(self, job_keys: Sequence[str]) -> None: ...
 
+    def check(self) -> None:
+        """Raise unless the backend can evaluate now (after repairing what it can, e.g. a new session
+        for a dead one); the daemon asks after a failed evaluation before it acts again."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Evaluated:

@@ -33,6 +33,7 @@ from alembic.util.exc import CommandError
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import StaticPool
 
+from autoscaler.state.sqlite_file import FileEvent, SqliteFile
 from autoscaler.state.tables import VERSION_TABLE
 
 __all__ = [
@@ -137,8 +138,9 @@ class Database:
     tick writes inside one block commits together or not at all.
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, file: SqliteFile | None = None) -> None:
         self.engine = engine
+        self.file = file  # a file-backed SQLite database's file, watched for deletion (sqlite_file.py)
         self._local = threading.local()
 
     @classmethod
@@ -152,7 +154,22 @@ class Database:
                 engine.dispose()
                 raise
         log.info("state_database_opened", url=engine.url.render_as_string(hide_password=True))
-        return cls(engine)
+        path = engine.url.database if engine.dialect.name == "sqlite" else None
+        # Watched when this process owns the file (it migrated it): a reader (the CLI) creates nothing.
+        file = SqliteFile(Path(path).expanduser()) if upgrade and path not in (None, "", ":memory:") else None
+        return cls(engine, file)
+
+    def check_file(self) -> FileEvent | None:
+        """A SQLite file deleted or replaced under us is put back or set aside (``SqliteFile.check``);
+        the pool is then emptied so that every new connection opens the file at the path."""
+        if self.file is None:
+            return None
+        event = self.file.check()
+        if event is not None:
+            self.engine.dispose()
+            if event.kind == "replaced":
+                migrate(self.engine)  # whatever is there now gets our schema (a no-op on a daemon's file)
+        return event
 
     @property
     def dialect(self) -> str:
@@ -196,6 +213,8 @@ class Database:
 
     def close(self) -> None:
         self.engine.dispose()
+        if self.file is not None:
+            self.file.close()
 
 
 # ---------------------------------------------------------------------------------------------- migrations

@@ -331,5 +331,9 @@ class SqlStateStore:
             rows = conn.execute(sa.select(LEASES).order_by(LEASES.c.name)).all()
         return [Lease(r.name, r.owner, r.expires_ms, r.acquired_ms) for r in rows]
 
+    def check_storage(self) -> str | None:
+        event = self.db.check_file()
+        return None if event is None else event.describe()
+
     def close(self) -> None:
         self.db.close()

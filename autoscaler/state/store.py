@@ -189,6 +189,11 @@ class StateStore(Protocol):
 
     def leases(self) -> list[Lease]: ...
 
+    def check_storage(self) -> str | None:
+        """Repair what can be repaired of the storage under the store (a deleted SQLite file is put
+        back) and say what happened, or None; asked once per tick, before the leases."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -313,6 +318,9 @@ class MemoryStateStore:
     def leases(self) -> list[Lease]:
         with self._lock:
             return [self._leases[name] for name in sorted(self._leases)]
+
+    def check_storage(self) -> str | None:
+        return None  # memory cannot go missing
 
     def close(self) -> None:
         """Nothing to release; here so every store can be closed the same way."""

@@ -178,3 +178,42 @@ async def test_a_daemon_that_cannot_reach_the_lease_stands_by() -> None:
     assert reports["a"].outcomes == () and fleet.puts("a") == 0 and fleet.held("a") == 0
     errors = {"cluster": "prod", "reason": str(Reason.STATE_STORE_ERROR)}
     assert fleet.metrics["a"].registry.get_sample_value("flink_autoscaler_errors_total", errors) == 1
+
+
+async def test_a_daemon_that_cannot_evaluate_hands_its_lease_to_a_standby_and_takes_back_none(
+    store: StateStore,
+) -> None:
+    """A dead Spark session that cannot be replaced: after the failed tick, the next one finds the
+    evaluator still broken, releases the lease and reads no cluster; the standby takes over at once."""
+    fleet = Fleet(store)
+    await fleet.tick("a", "b")
+    assert (fleet.held("a"), fleet.held("b")) == (1, 0)
+    fleet.evaluators["a"].fail = True
+    failed = await fleet.tick("a")  # the evaluation fails: nothing scales, the lease is still held
+    assert {o.outcome for o in failed["a"].outcomes} == {Reason.AUTOSCALER_ERROR}
+    requests = len(fleet.transports["a"].requests)
+
+    reports = await fleet.tick("a", "b")
+    assert fleet.evaluators["a"].checks == 1
+    assert reports["a"].outcomes == () and "cannot evaluate" in reports["a"].cluster_errors["prod"]
+    assert len(fleet.transports["a"].requests) == requests  # standing by: no REST call at all
+    assert fleet.held("a") == 0 and [(lease.name, lease.owner) for lease in store.leases()] == [("prod", "b")]
+    assert [o.job.key for o in reports["b"].outcomes] == [KEY]  # the standby acts on the job
+    assert fleet.sim.rescale_count(fleet.job_id) == 1 and fleet.puts("b") == 0  # a scaled before it failed
+
+    fleet.evaluators["a"].fail = False  # a new session works: a takes no lease b holds
+    for _ in range(3):
+        reports = await fleet.tick("a", "b")
+        assert reports["a"].outcomes == ()
+    assert (fleet.held("a"), fleet.held("b")) == (0, 1) and fleet.evaluators["a"].checks == 2
+    assert fleet.sim.rescale_count(fleet.job_id) == 1
+
+
+async def test_an_evaluator_that_recovers_keeps_the_lease_and_acts_again() -> None:
+    fleet = Fleet(MemoryStateStore(), ("a",))
+    fleet.evaluators["a"].fail = True
+    await fleet.tick("a")  # fails
+    fleet.evaluators["a"].fail = False
+    reports = await fleet.tick("a")  # the check passes: the tick runs as usual
+    assert [o.job.key for o in reports["a"].outcomes] == [KEY] and fleet.held("a") == 1
+    assert fleet.puts("a") == 1 and fleet.evaluators["a"].checks == 1
