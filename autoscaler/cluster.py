@@ -191,7 +191,7 @@ class Clusters:
             discovery = await discover(cluster.client, cluster.settings, cluster.options)
         except FlinkError as exc:
             reason = (
-                Reason.CLUSTER_UNREACHABLE if isinstance(exc, FlinkUnreachable) else Reason.AUTOSCALER_ERROR
+                Reason.CLUSTER_UNREACHABLE if isinstance(exc, FlinkUnreachable) else Reason.CLUSTER_ERROR
             )
             log.warning("cluster_unavailable", cluster=cluster.name, error=str(exc))
             self.metrics.report_error(cluster.name, reason)

@@ -29,6 +29,9 @@ class Reason(StrEnum):
     # decision expected? (Normal when it did, Warning when well below.) An event only, never an outcome.
     SCALING_VERIFIED = "ScalingVerified"
     RESCALE_STUCK = "RescaleStuck"
+    # The same job name runs under a new JobID (a JobManager restart without HA, a resubmission): the
+    # name's scaling history is kept, the old JobID's pending rescale and stuck count are not. An event.
+    JOB_RESUBMITTED = "JobResubmitted"
     IN_BAND = "InBand"
     # The window is full but the rates of the vertices that matter are NaN or missing (decide.py says
     # which): nothing is known, so nothing is judged in band and nothing is scaled.
@@ -50,6 +53,9 @@ class Reason(StrEnum):
     # to the window; as an outcome, one served for longer than the fetcher should take (not evaluated).
     STALE_METRICS = "StaleMetrics"
     CLUSTER_UNREACHABLE = "ClusterUnreachable"
+    # The cluster answered, but with an error status (a JobManager's 5xx, a 4xx from a proxy) or a body
+    # that is not what Flink sends: reachable, yet unreadable this tick. Not our error (AutoscalerError).
+    CLUSTER_ERROR = "ClusterError"
     STATE_STORE_ERROR = "StateStoreError"
     PLUGIN_FAILED = "PluginFailed"
     SCALING_APPROVED = "ScalingApproved"

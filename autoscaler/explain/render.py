@@ -45,6 +45,7 @@ _OUTCOME_WORDS: dict[str, str] = {
     Reason.PARTIAL_METRICS: "skipped: Flink returned only part of the metrics",
     Reason.STALE_METRICS: "skipped: Flink kept answering with one old metric fetch",
     Reason.CLUSTER_UNREACHABLE: "skipped: the cluster could not be reached",
+    Reason.CLUSTER_ERROR: "skipped: the cluster answered with an error",
 }
 
 
