@@ -1,5 +1,5 @@
-"""Flink REST access: the client (with ``rest``, its request hook, TLS and error texts), its error family,
-payload models and metric names."""
+"""Flink REST access: the client (with ``rest``, its request hook, TLS and error texts, and ``payloads``,
+the readers of its answers), its error family, payload models and metric names."""
 
 from __future__ import annotations
 

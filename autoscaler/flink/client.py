@@ -4,13 +4,14 @@ Every failure surfaces as a :class:`~autoscaler.flink.errors.FlinkError` naming 
 endpoint. GETs are retried once on a transport error (a JobManager behind a load balancer drops idle
 connections); HTTP errors are answers, not glitches, and are never retried. A semaphore keeps the
 daemon from flooding one JobManager when it queries many vertices at once. What every request shares
-apart from its endpoint (TLS, endpoint templates, error texts) is in :mod:`autoscaler.flink.rest`.
+apart from its endpoint (TLS, endpoint templates, error texts) is in :mod:`autoscaler.flink.rest`; how a
+2xx body becomes the endpoint's typed value is in :mod:`autoscaler.flink.payloads`, and the body is read
+before the request hook hears of the request, so a body of the wrong shape counts as ``bad_payload``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
@@ -18,8 +19,8 @@ from typing import Any, TypeVar
 
 import httpx
 import structlog
-from pydantic import BaseModel, TypeAdapter, ValidationError
 
+import autoscaler.flink.payloads as payloads  # not "from autoscaler.flink": the package imports this module
 from autoscaler.flink.errors import FlinkBadPayload, FlinkError, FlinkHTTPError, FlinkUnreachable
 from autoscaler.flink.models import (
     AggregatedMetric,
@@ -30,20 +31,16 @@ from autoscaler.flink.models import (
     JobDetails,
     JobOverview,
     JobPlan,
-    MetricId,
-    MetricValue,
     ParallelismBounds,
     TaskManagerInfo,
     VertexDetails,
-    VertexRequirement,
 )
+from autoscaler.flink.payloads import InvalidPayload, Read
 from autoscaler.flink.rest import (
     RequestHook,
     describe_transport_error,
-    describe_validation,
     endpoint_template,
     error_messages,
-    snippet,
     tls_context,
     tls_files,
 )
@@ -56,21 +53,6 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_AGGREGATES: tuple[str, ...] = ("min", "max", "avg", "sum")
 _T = TypeVar("_T")
-_M = TypeVar("_M", bound=BaseModel)
-
-_NAMES = TypeAdapter(list[MetricId])
-_VALUES = TypeAdapter(list[MetricValue])
-_AGGREGATED = TypeAdapter(list[AggregatedMetric])
-_KEY_VALUES = TypeAdapter(list[dict[str, Any]])
-_REQUIREMENTS = TypeAdapter(dict[str, VertexRequirement])
-
-
-class _JobsOverview(BaseModel):
-    jobs: list[JobOverview]
-
-
-class _TaskManagers(BaseModel):
-    taskmanagers: list[TaskManagerInfo]
 
 
 class FlinkClient:
@@ -147,67 +129,58 @@ class FlinkClient:
     # ----------------------------------------------------------------------------------- cluster
     async def overview(self) -> ClusterOverview:
         """``GET /overview``."""
-        return self._model(ClusterOverview, await self._get("/overview"), "GET", "/overview")
+        return await self._get("/overview", payloads.model(ClusterOverview))
 
     async def config(self) -> DashboardConfig:
         """``GET /config`` (Flink version and the REST cache's refresh interval)."""
-        return self._model(DashboardConfig, await self._get("/config"), "GET", "/config")
+        return await self._get("/config", payloads.model(DashboardConfig))
 
     async def jobmanager_config(self) -> dict[str, str]:
         """``GET /jobmanager/config``: the cluster configuration as flat keys."""
-        return self._key_values(await self._get("/jobmanager/config"), "GET", "/jobmanager/config")
+        return await self._get("/jobmanager/config", payloads.key_values)
 
     async def taskmanagers(self) -> list[TaskManagerInfo]:
         """``GET /taskmanagers``."""
-        payload = await self._get("/taskmanagers")
-        return self._model(_TaskManagers, payload, "GET", "/taskmanagers").taskmanagers
+        return await self._get("/taskmanagers", payloads.taskmanagers)
 
     async def taskmanager(self, tm_id: str) -> TaskManagerInfo:
         """``GET /taskmanagers/:id``."""
-        path = f"/taskmanagers/{tm_id}"
-        return self._model(TaskManagerInfo, await self._get(path), "GET", path)
+        return await self._get(f"/taskmanagers/{tm_id}", payloads.model(TaskManagerInfo))
 
     # ----------------------------------------------------------------------------------- jobs
     async def jobs_overview(self) -> list[JobOverview]:
         """``GET /jobs/overview``."""
-        return self._model(_JobsOverview, await self._get("/jobs/overview"), "GET", "/jobs/overview").jobs
+        return await self._get("/jobs/overview", payloads.jobs)
 
     async def job_details(self, job_id: str) -> JobDetails:
         """``GET /jobs/:id``: state, vertices, IO counters and plan (topology validated here)."""
-        path = f"/jobs/{job_id}"
-        return self._model(JobDetails, await self._get(path), "GET", path)
+        return await self._get(f"/jobs/{job_id}", payloads.model(JobDetails))
 
     async def job_plan(self, job_id: str) -> JobPlan:
         """``GET /jobs/:id/plan``."""
-        path = f"/jobs/{job_id}/plan"
-        return self._model(JobPlan, await self._get(path), "GET", path)
+        return await self._get(f"/jobs/{job_id}/plan", payloads.model(JobPlan))
 
     async def job_configuration(self, job_id: str) -> dict[str, str]:
         """``GET /jobs/:id/jobmanager/config``: the job's effective configuration; {} on HTTP 404."""
-        path = f"/jobs/{job_id}/jobmanager/config"
         try:
-            payload = await self._get(path)
+            return await self._get(f"/jobs/{job_id}/jobmanager/config", payloads.key_values)
         except FlinkHTTPError as err:
             if err.status == 404:
                 log.debug("flink_job_configuration_missing", cluster=self.cluster, job_id=job_id)
                 return {}
             raise
-        return self._key_values(payload, "GET", path)
 
     async def job_execution_config(self, job_id: str) -> ExecutionConfig:
         """``GET /jobs/:id/config``."""
-        path = f"/jobs/{job_id}/config"
-        return self._model(ExecutionConfig, await self._get(path), "GET", path)
+        return await self._get(f"/jobs/{job_id}/config", payloads.model(ExecutionConfig))
 
     async def vertex_details(self, job_id: str, vertex_id: str) -> VertexDetails:
         """``GET /jobs/:id/vertices/:vid``."""
-        path = f"/jobs/{job_id}/vertices/{vertex_id}"
-        return self._model(VertexDetails, await self._get(path), "GET", path)
+        return await self._get(f"/jobs/{job_id}/vertices/{vertex_id}", payloads.model(VertexDetails))
 
     async def checkpoints(self, job_id: str) -> CheckpointStats:
         """``GET /jobs/:id/checkpoints``."""
-        path = f"/jobs/{job_id}/checkpoints"
-        return self._model(CheckpointStats, await self._get(path), "GET", path)
+        return await self._get(f"/jobs/{job_id}/checkpoints", payloads.model(CheckpointStats))
 
     # ----------------------------------------------------------------------------------- metrics
     async def vertex_metric_names(self, job_id: str, vertex_id: str) -> list[str]:
@@ -263,12 +236,7 @@ class FlinkClient:
     # ----------------------------------------------------------------------------------- rescaling
     async def resource_requirements(self, job_id: str) -> dict[str, ParallelismBounds]:
         """``GET /jobs/:id/resource-requirements`` (echoes the request, not the actual parallelism)."""
-        path = f"/jobs/{job_id}/resource-requirements"
-        parsed = self._parse(_REQUIREMENTS, await self._get(path), "GET", path)
-        try:
-            return {vid: req.bounds() for vid, req in parsed.items()}
-        except ValueError as exc:
-            raise self._bad("GET", path, str(exc)) from exc
+        return await self._get(f"/jobs/{job_id}/resource-requirements", payloads.requirements)
 
     async def set_resource_requirements(
         self, job_id: str, requirements: Mapping[str, ParallelismBounds]
@@ -276,7 +244,7 @@ class FlinkClient:
         """``PUT /jobs/:id/resource-requirements``. Flink accepts only a body naming every vertex."""
         path = f"/jobs/{job_id}/resource-requirements"
         body = {vid: bounds.to_json() for vid, bounds in requirements.items()}
-        await self._request("PUT", path, json_body=body, parse=False)
+        await self._request("PUT", path, None, json_body=body)
         log.info(
             "flink_resource_requirements_set",
             cluster=self.cluster,
@@ -286,53 +254,48 @@ class FlinkClient:
 
     # ----------------------------------------------------------------------------------- plumbing
     async def _metric_names(self, path: str) -> list[str]:
-        return [m.id for m in self._parse(_NAMES, await self._get(path), "GET", path)]
+        return await self._get(path, payloads.metric_names)
 
     async def _aggregated(
         self, path: str, names: Sequence[str], aggs: Sequence[str]
     ) -> dict[str, AggregatedMetric]:
         if not names:  # without get= Flink lists the names instead: a different answer entirely
             return {}
-        params = {"get": ",".join(names), "agg": ",".join(aggs)}
-        metrics = self._parse(_AGGREGATED, await self._get(path, params), "GET", path)
-        return {m.id: m for m in metrics}
+        return await self._get(path, payloads.aggregated, {"get": ",".join(names), "agg": ",".join(aggs)})
 
     async def _values(self, path: str, names: Sequence[str]) -> dict[str, float]:
         if not names:
             return {}
-        values = self._parse(_VALUES, await self._get(path, {"get": ",".join(names)}), "GET", path)
-        return {v.id: v.value for v in values}
+        return await self._get(path, payloads.values, {"get": ",".join(names)})
 
-    def _key_values(self, payload: Any, method: str, path: str) -> dict[str, str]:
-        rows = self._parse(_KEY_VALUES, payload, method, path)
-        try:
-            return {str(row["key"]): "" if row.get("value") is None else str(row["value"]) for row in rows}
-        except KeyError as exc:
-            raise self._bad(method, path, f"config entry without {exc.args[0]!r}") from exc
-
-    async def _get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
-        return await self._request("GET", path, params=params)
+    async def _get(self, path: str, read: Read[_T], params: Mapping[str, str] | None = None) -> _T:
+        value: _T = await self._request("GET", path, read, params=params)
+        return value
 
     async def _request(
         self,
         method: str,
         path: str,
+        read: Read[Any] | None,
         *,
         params: Mapping[str, str] | None = None,
         json_body: Any = None,
-        parse: bool = True,
     ) -> Any:
+        """Send, read a 2xx body with ``read`` (None: ignore it), then report the request once: a body
+        that is not JSON or not of the endpoint's shape as bad_payload, never first as a 200."""
         async with self._limit:
             try:
                 response = await self._send(method, path, params, json_body)
             except FlinkError as exc:
                 self._notify(method, path, type(exc).__name__)
                 raise
-        try:  # a truncated, malformed or HTML answer is counted as bad_payload, not as a 200
-            payload = json.loads(response.content) if response.is_success and parse else None
-        except ValueError as exc:
-            self._notify(method, path, FlinkBadPayload.__name__)
-            raise self._bad(method, path, f"invalid JSON ({exc}): {snippet(response.text)}") from exc
+        value = None
+        if response.is_success and read is not None:
+            try:
+                value = read(payloads.decode(response))
+            except InvalidPayload as exc:
+                self._notify(method, path, FlinkBadPayload.__name__)
+                raise self._bad(method, path, str(exc)) from exc
         self._notify(method, path, response.status_code)
         if not response.is_success:
             messages = error_messages(response)
@@ -352,7 +315,7 @@ class FlinkClient:
                 method=method,
                 endpoint=path,
             )
-        return payload
+        return value
 
     async def _send(
         self, method: str, path: str, params: Mapping[str, str] | None, json_body: Any
@@ -379,18 +342,6 @@ class FlinkClient:
             self.on_request(self.cluster, method, endpoint_template(path), status_or_error)
         except Exception as exc:  # an observer must never fail a request
             log.warning("flink_request_hook_failed", cluster=self.cluster, error=str(exc))
-
-    def _model(self, model: type[_M], payload: Any, method: str, path: str) -> _M:
-        try:
-            return model.model_validate(payload)
-        except ValidationError as exc:
-            raise self._bad(method, path, describe_validation(exc)) from exc
-
-    def _parse(self, adapter: TypeAdapter[_T], payload: Any, method: str, path: str) -> _T:
-        try:
-            return adapter.validate_python(payload)
-        except ValidationError as exc:
-            raise self._bad(method, path, describe_validation(exc)) from exc
 
     def _bad(self, method: str, path: str, detail: str) -> FlinkBadPayload:
         log.debug("flink_bad_payload", cluster=self.cluster, method=method, path=path, error=detail)
