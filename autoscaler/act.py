@@ -68,7 +68,8 @@ async def decide_jobs(
 
     async def one(step: JobStep) -> JobStep:
         job, options = step.job, step.sample.target.options
-        state = _confirm_pending(step.sample, loaded.states[job.key], rec, confirm_timeout)
+        state = _follow_job_id(step.sample, loaded.states[job.key], rec)
+        state = _confirm_pending(step.sample, state, rec, confirm_timeout)
         evaluation = evaluated.evaluations.get(job.key)
         if evaluation is None:
             rec.save(job.key, state)
@@ -95,15 +96,25 @@ async def decide_jobs(
     return await _each([JobStep(s) for s in samples], rec, one)
 
 
+def _follow_job_id(sample: JobSample, state: JobState, rec: TickRecord) -> JobState:
+    """The job's state for the JobID running now. The state is keyed by job name, so a resubmitted job
+    (a new JobID: a JobManager restarted without HA, a user's resubmission) finds its predecessor's:
+    told once (the saved state then holds the new JobID), it keeps the name's history and drops what
+    belonged to the old JobID (``JobState.for_resubmission``)."""
+    job, known = sample.job, state.known_job_id
+    if known is not None and known != job.job_id:
+        rec.resubmitted(job, known, state, sample.target.options)
+        return state.for_resubmission(job.job_id)
+    # The same JobID, or nothing to compare with (a new job, state stored before the JobID was kept).
+    return state if state.job_id == job.job_id else replace(state, job_id=job.job_id)
+
+
 def _confirm_pending(sample: JobSample, state: JobState, rec: TickRecord, timeout: timedelta) -> JobState:
     """Close a pending rescale once /jobs/:id shows it, or report it stuck after ``timeout``."""
     pending = state.pending
     if pending is None:
         return state
     job = sample.job
-    if pending.job_id != job.job_id:
-        log.info("pending_rescale_dropped", reason="job resubmitted", old_job_id=pending.job_id)
-        return replace(state, pending=None)
     result = confirm(pending, sample)
     if result.done:
         rec.confirmed(job, result, {v.id: v.name for v in sample.topology})

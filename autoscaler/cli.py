@@ -191,7 +191,10 @@ async def _serve(
 
     stores = await asyncio.to_thread(open_stores, settings.state_url)  # migrates the schema
     try:
-        evaluator = await asyncio.to_thread(start_evaluator, settings.spark)
+        lost = metrics.spark_lost
+        evaluator = await asyncio.to_thread(
+            start_evaluator, settings.spark, on_lost=lambda what: lost.labels(what).inc()
+        )
         try:
             await asyncio.to_thread(evaluator.warm_up)
             metrics.report_spark(True)

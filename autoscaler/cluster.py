@@ -32,7 +32,7 @@ from autoscaler.durations import parse_duration, to_ms
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkError, FlinkUnreachable
 from autoscaler.metrics import MetricsReporter
-from autoscaler.model import JobSample, JobTarget, Unavailable
+from autoscaler.model import JobRef, JobSample, JobTarget, Unavailable
 from autoscaler.plugins.configured import PluginInstances
 from autoscaler.plugins.evaluators import EvaluatorInstances
 from autoscaler.plugins.metrics import metric_providers
@@ -80,6 +80,7 @@ class ClusterSession:
     names: MetricNameCache = field(default_factory=MetricNameCache)
     fetches: FetchBook = field(default_factory=FetchBook)  # each job's last reading: new fetch or stale?
     jobs: set[str] = field(default_factory=set)  # job keys seen at the last successful discovery
+    refs: dict[str, JobRef] = field(default_factory=dict)  # by key: the jobs it found to autoscale then
     flink_cooldown_ms: int = FLINK_DEFAULT_COOLDOWN_MS  # the adaptive scheduler's, from /jobmanager/config
     # metrics.fetcher.update-interval from /jobmanager/config; None: not read or not set (Flink's default)
     metric_fetch_interval_ms: int | None = None
@@ -190,29 +191,43 @@ class Clusters:
         try:
             discovery = await discover(cluster.client, cluster.settings, cluster.options)
         except FlinkError as exc:
-            reason = (
-                Reason.CLUSTER_UNREACHABLE if isinstance(exc, FlinkUnreachable) else Reason.CLUSTER_ERROR
-            )
-            log.warning("cluster_unavailable", cluster=cluster.name, error=str(exc))
-            self.metrics.report_error(cluster.name, reason)
-            return [], str(exc)
+            return self._unreadable(cluster, exc, only_job), str(exc)
         await cluster.read_flink_config(rec.now_ms)
         self._check_fetch_interval(cluster)
         targets = [t for t in discovery.targets if only_job is None or t.job.key == only_job]
+        unreadable = [u for u in discovery.unreadable if only_job is None or u.job.key == only_job]
         if only_job is None:  # a one-job view must not forget or recount the others
             cluster.jobs = {t.job.key for t in discovery.targets} | {j.key for j in discovery.not_running}
+            cluster.jobs |= {u.job.key for u in discovery.unreadable}
             for job, message in discovery.invalid:
                 cluster.jobs.add(job.key)
                 rec.invalid_options(job, message, cluster.options)
+            found = [*(t.job for t in discovery.targets), *(u.job for u in discovery.unreadable)]
+            cluster.refs = {ref.key: ref for ref in found}
         if not targets:
-            return [], None
-        found = await self._collect_targets(cluster, targets, rec.now_ms)
+            return list(unreadable), None
+        found = [*unreadable, *await self._collect_targets(cluster, targets, rec.now_ms)]
         for sample in found:
             if isinstance(sample, JobSample) and sample.stale_ticks:
                 rec.stale_sample(sample)
             if isinstance(sample, JobSample) and sample.invalid_values:
                 rec.invalid_values(sample)
         return found, None
+
+    def _unreadable(
+        self, cluster: ClusterSession, exc: FlinkError, only_job: str | None
+    ) -> list[JobSample | Unavailable]:
+        """The cluster could not be listed: each job it ran at the last discovery is unavailable this
+        tick, with the reason, so its outcome, ``status`` and ``explain`` say so instead of showing its
+        last decision as if nothing happened. Counted per job; once for the cluster if it had none."""
+        unreachable = isinstance(exc, FlinkUnreachable)
+        reason = Reason.CLUSTER_UNREACHABLE if unreachable else Reason.CLUSTER_ERROR
+        log.warning("cluster_unavailable", cluster=cluster.name, error=str(exc))
+        refs = [r for key, r in cluster.refs.items() if only_job is None or key == only_job]
+        if not refs:
+            self.metrics.report_error(cluster.name, reason)
+        detail = f"the cluster could not be read this tick: {exc}"
+        return [Unavailable(JobTarget(ref, cluster.options), reason, detail) for ref in refs]
 
     def _check_fetch_interval(self, cluster: ClusterSession) -> None:
         """Warn once per cluster (and again when it changes) if the loop is too fast for Flink's fetcher;
@@ -293,6 +308,7 @@ class Clusters:
         window, which this process replays if it takes the cluster back."""
         self.forget(sorted(cluster.jobs))  # before clearing jobs: a forgotten job is not "gone" (no trim)
         cluster.jobs = set()
+        cluster.refs = {}
         self.metrics.jobs.labels(cluster.name).set(0)
 
     def lapsed(self, now_ms: int) -> set[str]:

@@ -2,7 +2,9 @@
 
 Options are layered as in the reference's standalone daemon: the daemon's and the cluster's
 ``job.autoscaler.*`` keys, then the job's own configuration as the JobManager reports it. A bad job
-configuration or a failed per-job fetch costs that job only, never the cluster's other jobs.
+configuration or a failed per-job fetch costs that job only, never the cluster's other jobs, and the two
+are told apart: a configuration that could not be read (5xx, unreachable, an unreadable answer) makes
+the job unavailable this tick (``Discovery.unreadable``), not an invalid-options event.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from typing import Any
 import structlog
 
 from autoscaler.flink.client import FlinkClient
-from autoscaler.flink.errors import FlinkError
+from autoscaler.flink.errors import FlinkError, FlinkUnreachable
 from autoscaler.flink.models import JobOverview
-from autoscaler.model import JobRef, JobTarget
+from autoscaler.model import JobRef, JobTarget, Unavailable
+from autoscaler.reasons import Reason
 from autoscaler.settings import (
     KEY_PREFIX,
     LEGACY_KEY_PREFIX,
@@ -44,7 +47,9 @@ class Discovery:
     targets: tuple[JobTarget, ...]  # jobs to autoscale this tick
     not_running: tuple[JobRef, ...]  # RUNNING, but not every task is running or finished
     disabled: tuple[JobRef, ...]  # job.autoscaler.enabled is false for them
-    invalid: tuple[tuple[JobRef, str], ...]  # (job, why): config invalid or not fetchable; job skipped
+    invalid: tuple[tuple[JobRef, str], ...]  # (job, why): its options are invalid; job skipped
+    # jobs whose configuration could not be read this tick (options unknown): skipped, not invalid
+    unreadable: tuple[Unavailable, ...] = ()
 
 
 async def discover(
@@ -64,6 +69,7 @@ async def discover(
     not_running: list[JobRef] = []
     candidates: list[JobOverview] = []
     invalid: list[tuple[JobRef, str]] = []
+    unreadable: list[Unavailable] = []
     for job in streaming:
         ref = JobRef(cluster=cluster.name, job_id=job.jid, name=job.name)
         if job.name in ambiguous:
@@ -81,7 +87,7 @@ async def discover(
     for job, conf in zip(candidates, confs, strict=True):
         ref = JobRef(cluster=cluster.name, job_id=job.jid, name=job.name)
         if isinstance(conf, FlinkError):
-            invalid.append((ref, f"cannot read the job configuration: {conf}"))
+            unreadable.append(_read_failure(JobTarget(ref, cluster_options), conf))
             continue
         try:
             options = AutoscalerOptions.from_flink_conf(
@@ -108,6 +114,7 @@ async def discover(
         not_running=len(not_running),
         disabled=len(disabled),
         invalid=len(invalid),
+        unreadable=len(unreadable),
     )
     return Discovery(
         cluster=cluster.name,
@@ -115,6 +122,7 @@ async def discover(
         not_running=tuple(not_running),
         disabled=tuple(disabled),
         invalid=tuple(invalid),
+        unreadable=tuple(unreadable),
     )
 
 
@@ -137,6 +145,14 @@ async def _job_configuration(client: FlinkClient, job: JobOverview) -> dict[str,
             "job_config_fetch_failed", cluster=client.cluster, job_id=job.jid, job=job.name, error=str(err)
         )
         return err
+
+
+def _read_failure(target: JobTarget, err: FlinkError) -> Unavailable:
+    """The job's configuration could not be read: its options are unknown, so it is not scaled this tick,
+    and the reason is the REST call's (as for a cluster that cannot be listed), not its options'."""
+    reason = Reason.CLUSTER_UNREACHABLE if isinstance(err, FlinkUnreachable) else Reason.CLUSTER_ERROR
+    detail = f"cannot read the job's configuration this tick, not scaling it: {err}"
+    return Unavailable(target, reason, detail)
 
 
 def _enabled_only(conf: Mapping[str, Any], base: AutoscalerOptions) -> bool | None:

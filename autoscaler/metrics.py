@@ -151,6 +151,13 @@ class MetricsReporter:
             _JOB_LABELS,
             registry=r,
         )
+        self.resubmissions = Counter(
+            "flink_autoscaler_job_resubmissions",
+            "Times the job name was found running under a new JobID (JobResubmitted): its pending rescale "
+            "and stuck count were dropped, its scaling history kept",
+            _JOB_LABELS,
+            registry=r,
+        )
         self.invalid_metric_values = Counter(
             "flink_autoscaler_invalid_metric_values",
             "Metric values that cannot be (a negative count, rate, time or lag), read as unknown (NaN) "
@@ -207,6 +214,13 @@ class MetricsReporter:
         self.spark_up = Gauge(
             "flink_autoscaler_spark_up", "1 while the Spark evaluation works, 0 after it failed", registry=r
         )
+        self.spark_lost = Counter(
+            "flink_autoscaler_spark_lost_total",
+            "Spark losses the evaluator recovered from: what=session (a dead driver JVM or a Connect "
+            "session the server forgot: a new session) or window (lost checkpoint blocks: windows restart)",
+            ("what",),
+            registry=r,
+        )
         self.jobs = Gauge(
             "flink_autoscaler_jobs", "Jobs autoscaled in the last tick", ("cluster",), registry=r
         )
@@ -243,6 +257,7 @@ class MetricsReporter:
             (self.stale_samples, _JOB_LABELS),
             (self.invalid_metric_values, _JOB_LABELS),
             (self.rescales_stuck, _JOB_LABELS),
+            (self.resubmissions, _JOB_LABELS),
             (self.verification_ratio, _VERTEX_LABELS),
             (self.verifications, (*_JOB_LABELS, "result")),
         )

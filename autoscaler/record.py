@@ -6,7 +6,7 @@ operator sees is in one place and a stage reads as its decision. A tick's events
 states are held until the end of the tick: :meth:`TickRecord.publish` runs after the state layer has
 committed them, so whoever sees an event (a ``Scaling``, say) can count on the state behind it (the
 pending rescale, the history) being stored. A crash in between loses the tick's events, not its state.
-The texts built from plain values alone (the ScalingReport, ScalingVerified) are in ``record_texts``;
+The texts built from plain values alone (the ScalingReport, ScalingVerified, ...) are in ``record_texts``;
 the rest stay beside the counters they go with.
 """
 
@@ -32,7 +32,14 @@ from autoscaler.outcome import JobOutcome
 from autoscaler.plugins.chain import ChainResult
 from autoscaler.realize import Confirmation, RealizeResult
 from autoscaler.reasons import Reason
-from autoscaler.record_texts import changes_key, report_text, verification_text
+from autoscaler.record_texts import (
+    changes_key,
+    ineffective_text,
+    limited_text,
+    report_text,
+    resubmission_text,
+    verification_text,
+)
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState, PendingRescale, ScalingRecord
 
@@ -110,14 +117,26 @@ class TickRecord:
 
     # ------------------------------------------------------------------ collection
     def invalid_options(self, job: JobRef, message: str, options: AutoscalerOptions) -> None:
-        self.job_event(
-            job.key,
-            options,
-            Reason.OPTIONS_VALIDATION,
-            EventType.WARNING,
-            message,
-        )
+        """A job whose options are invalid (``Discovery.invalid``): an Options Validation event."""
+        self.job_event(job.key, options, Reason.OPTIONS_VALIDATION, EventType.WARNING, message)
         self.metrics.report_error(job.cluster, Reason.OPTIONS_VALIDATION)
+
+    def resubmitted(self, job: JobRef, old_job_id: str, before: JobState, options: AutoscalerOptions) -> None:
+        """The job name runs under a new JobID: said once per change (the state then holds the new one);
+        a Warning when something in flight for the old JobID was dropped, else Normal."""
+        text = resubmission_text(old_job_id, job.job_id, before)
+        log.warning(
+            "job_resubmitted",
+            cluster=job.cluster,
+            job=job.name,
+            old_job_id=old_job_id,
+            job_id=job.job_id,
+            detail=text,
+        )
+        self.metrics.resubmissions.labels(job.cluster, job.name).inc()
+        kind = EventType.WARNING if before.pending or before.stuck_rescales else EventType.NORMAL
+        key = f"resubmitted:{job.job_id}"
+        self.job_event(job.key, options, Reason.JOB_RESUBMITTED, kind, text, key=key)
 
     def stale_sample(self, sample: JobSample) -> None:
         """Flink served the job's last metric fetch again (routine with a loop as fast as its fetcher):
@@ -185,13 +204,7 @@ class TickRecord:
 
     # ------------------------------------------------------------------ evaluation
     def not_evaluated(self, job: JobRef, options: AutoscalerOptions, detail: str) -> JobOutcome:
-        self.job_event(
-            job.key,
-            options,
-            Reason.AUTOSCALER_ERROR,
-            EventType.WARNING,
-            detail,
-        )
+        self.job_event(job.key, options, Reason.AUTOSCALER_ERROR, EventType.WARNING, detail)
         return self.done(JobOutcome(job, self.now_ms, Reason.AUTOSCALER_ERROR, detail))
 
     def evaluated(self, evaluation: JobEvaluation) -> None:
@@ -206,53 +219,30 @@ class TickRecord:
     def _ineffective(self, evaluation: JobEvaluation) -> None:
         """The reference always reports an ineffective scale-up; blocking it is a separate option.
 
-        Text and deduplication key are the reference's (``JobVertexScaler#detectIneffectiveScaleUp``):
-        the increases are Java doubles, and the key holds the expected increase, so a later scale-up
-        that promised something else is reported again within the interval.
+        Text (``record_texts.ineffective_text``) and deduplication key are the reference's: the key
+        holds the expected increase, so a later scale-up that promised something else is reported again
+        within the interval.
         """
         options = evaluation.sample.target.options
-        blocking = "enabled" if options.scaling_effectiveness_detection_enabled else "disabled"
+        blocking = options.scaling_effectiveness_detection_enabled
         for vid in evaluation.ineffective_scale_ups:
             gain = evaluation.vertices[vid].scale_up_gain or (math.nan, math.nan)
-            expected, actual = java_double_text(gain[0]), java_double_text(gain[1])
-            text = (
-                f"Ineffective scaling detected for {vid} (expected increase: {expected}, actual increase "
-                f"{actual}). Blocking of ineffective scaling decisions is {blocking}"
-            )
+            text = ineffective_text(vid, gain, blocking=blocking)
+            key = f"ineffective{vid}{java_double_text(gain[0])}"
             self.job_event(
-                evaluation.job.key,
-                options,
-                Reason.INEFFECTIVE_SCALING,
-                EventType.NORMAL,
-                text,
-                key=f"ineffective{vid}{expected}",
+                evaluation.job.key, options, Reason.INEFFECTIVE_SCALING, EventType.NORMAL, text, key=key
             )
 
     def _limited(self, evaluation: JobEvaluation) -> None:
-        """The deprecated legacy alignment moved or blocked a vertex's target: warn, as the reference.
-
-        The reference's text (``ParallelismAligner#SCALE_LIMITED_MESSAGE_FORMAT``) verbatim, its
-        full-width comma included, so what parses the reference's events parses these.
-        """
+        """The deprecated legacy alignment moved or blocked a vertex's target: warn, as the reference
+        does, with its text (``record_texts.limited_text``)."""
         options = evaluation.sample.target.options
         for vid, v in evaluation.vertices.items():
-            if v.limited_from is None:
-                continue
-            units, upper, lower = v.limited_by if v.limited_by else ("?", "?", "?")
-            text = (
-                f"Scaling limited detected for {vid} (expected parallelism: {v.limited_from}, actual "
-                f"parallelism {v.target_parallelism}). Scaling limited due to numKeyGroupsOrPartitions : "
-                f"{units}\uff0cupperBoundForAlignment(maxParallelism or parallelismUpperLimit): {upper}, "
-                f"parallelismLowerLimit: {lower}."
-            )
-            self.job_event(
-                evaluation.job.key,
-                options,
-                Reason.SCALING_LIMITED,
-                EventType.WARNING,
-                text,
-                key=f"ScalingLimited{vid}",
-            )
+            if v.limited_from is not None:
+                text, key = limited_text(vid, v), f"ScalingLimited{vid}"
+                self.job_event(
+                    evaluation.job.key, options, Reason.SCALING_LIMITED, EventType.WARNING, text, key=key
+                )
 
     def _alignment_fallback(self, evaluation: JobEvaluation) -> None:
         """``scaling.parallelism-alignment.mode`` names no built-in mode: the job is aligned BALANCED, as

@@ -1,5 +1,6 @@
 """The texts of the record stage's events that are built from plain values: the reference's
-ScalingReport (and the key that deduplicates it) and our ScalingVerified.
+ScalingReport (and the key that deduplicates it), IneffectiveScaling and ScalingLimited, and our
+ScalingVerified and JobResubmitted.
 
 They live apart from :class:`~autoscaler.record.TickRecord` so the ledger stays about when and how
 events and metrics are reported, and a text can be tested from a decision or a scaling record alone.
@@ -14,14 +15,21 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from autoscaler.decide import Decision
-from autoscaler.evaluate.javamath import java_fixed
+from autoscaler.evaluate.javamath import java_double_text, java_fixed
 from autoscaler.evaluate.scaler import expected_processing_rate
-from autoscaler.model import VertexId
+from autoscaler.model import VertexEvaluation, VertexId
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
-from autoscaler.state import ScalingRecord
+from autoscaler.state import JobState, ScalingRecord
 
-__all__ = ["changes_key", "report_text", "verification_text"]
+__all__ = [
+    "changes_key",
+    "ineffective_text",
+    "limited_text",
+    "report_text",
+    "resubmission_text",
+    "verification_text",
+]
 
 
 def report_text(decision: Decision, *, enabled: bool) -> str:
@@ -93,3 +101,40 @@ def verification_text(record: ScalingRecord, names: Mapping[VertexId, str]) -> s
         "(data skew, an external system or a shared resource limits it): the next decisions start from "
         "the measured rate"
     )
+
+
+def ineffective_text(vid: VertexId, gain: tuple[float, float], *, blocking: bool) -> str:
+    """The reference's IneffectiveScaling text (``JobVertexScaler#detectIneffectiveScaleUp``): the
+    (expected, actual) increases as Java doubles print them."""
+    expected, actual = java_double_text(gain[0]), java_double_text(gain[1])
+    return (
+        f"Ineffective scaling detected for {vid} (expected increase: {expected}, actual increase "
+        f"{actual}). Blocking of ineffective scaling decisions is {'enabled' if blocking else 'disabled'}"
+    )
+
+
+def limited_text(vid: VertexId, v: VertexEvaluation) -> str:
+    """The reference's ScalingLimited text (``ParallelismAligner#SCALE_LIMITED_MESSAGE_FORMAT``) verbatim,
+    its full-width comma included, so what parses the reference's events parses these."""
+    units, upper, lower = v.limited_by if v.limited_by else ("?", "?", "?")
+    return (
+        f"Scaling limited detected for {vid} (expected parallelism: {v.limited_from}, actual "
+        f"parallelism {v.target_parallelism}). Scaling limited due to numKeyGroupsOrPartitions : "
+        f"{units}\uff0cupperBoundForAlignment(maxParallelism or parallelismUpperLimit): {upper}, "
+        f"parallelismLowerLimit: {lower}."
+    )
+
+
+def resubmission_text(old_job_id: str, job_id: str, before: JobState) -> str:
+    """The JobResubmitted event: which JobIDs, what the job name keeps and what of the old JobID's
+    state was dropped (so an operator knows why a rescale in flight will not be confirmed)."""
+    dropped = []
+    if before.pending is not None:
+        dropped.append(f"its unconfirmed rescale to {dict(before.pending.target)}")
+    if before.stuck_rescales:
+        dropped.append(f"{before.stuck_rescales} stuck rescale(s) and their backoff")
+    if before.delayed_scale_down:
+        dropped.append(f"the delayed scale-downs of {len(before.delayed_scale_down)} vertices")
+    kept = f"kept the job name's scaling history ({len(before.history)} rescales)"
+    gone = f"; dropped what belonged to the old JobID: {', '.join(dropped)}" if dropped else ""
+    return f"job resubmitted: JobID {old_job_id} -> {job_id}; {kept}{gone}"

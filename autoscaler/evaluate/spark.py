@@ -101,12 +101,17 @@ _LOST_WINDOW = ("CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND",)
 _GONE_SESSION = ("NO_ACTIVE_SESSION", "INVALID_HANDLE.SESSION_")
 
 
-def start_evaluator(settings: SparkSettings) -> SparkEvaluator:
+def start_evaluator(
+    settings: SparkSettings, *, on_lost: Callable[[str], None] | None = None
+) -> SparkEvaluator:
     """The process's session and its evaluator, which makes a new session when it loses this one: a
-    Connect server that restarted, or a local driver JVM that died."""
+    Connect server that restarted, or a local driver JVM that died. ``on_lost`` is told each loss it
+    recovers from ("session" or "window"), for the daemon's metrics."""
     spark = create_spark_session(settings)
     try:
-        return SparkEvaluator(spark, reconnect=functools.partial(create_spark_session, settings))
+        return SparkEvaluator(
+            spark, reconnect=functools.partial(create_spark_session, settings), on_lost=on_lost
+        )
     except BaseException:
         spark.stop()
         raise
@@ -133,6 +138,7 @@ class SparkEvaluator:
         *,
         partitions: int | None = None,
         reconnect: Callable[[], SparkSession] | None = None,
+        on_lost: Callable[[str], None] | None = None,
     ) -> None:
         """``reconnect`` makes a new session when this one is lost: Spark Connect no longer knows it
         (the server restarted), or the local driver JVM died; without it such a session fails every
@@ -140,6 +146,7 @@ class SparkEvaluator:
         self._spark = spark
         self._reconnect = reconnect
         self._connect = type(spark).__module__.startswith("pyspark.sql.connect")
+        self._on_lost = on_lost or (lambda _what: None)
         self._partitions = partitions or max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or "4"))
         self._book = WindowBook()
         self._window: DataFrame | None = None
@@ -341,6 +348,7 @@ class SparkEvaluator:
         self._drop_windows()
         if lost is not None:
             log.warning("spark_window_lost", jobs=jobs, detail=lost)
+            self._on_lost("window")
             return
         assert self._reconnect is not None
         if self._connect:
@@ -351,6 +359,7 @@ class SparkEvaluator:
         else:
             exit_code = discard_local_session(self._spark)
             log.warning("spark_session_lost", jobs=jobs, detail=gone, jvm_exit_code=exit_code)
+        self._on_lost("session")
         self._spark = self._reconnect()
         log.info("spark_session_reconnected")
 

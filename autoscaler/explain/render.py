@@ -253,6 +253,11 @@ def _plugin_words(outcome: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------- status
+# Outcomes of a job the daemon could not read from its cluster this tick: its last real decision is
+# older, so the row says since when the reads fail (the run of such ticks, ``DecisionRecord.first_ms``).
+_NOT_READ = frozenset({Reason.CLUSTER_UNREACHABLE, Reason.CLUSTER_ERROR})
+
+
 def status_table(
     records: Mapping[str, DecisionRecord],
     states: Mapping[str, JobState],
@@ -261,8 +266,9 @@ def status_table(
     leases: Sequence[Lease] = (),
 ) -> str:
     """One row per job (outcome, cooldown left, last event), then one per vertex (parallelism,
-    recommendation, load, lag). Jobs with a state but no decision yet are listed too. Then which
-    daemon acts on each cluster (the leases in the state database)."""
+    recommendation, load, lag). Jobs with a state but no decision yet are listed too; a job its cluster
+    could not be read for says since when. Then which daemon acts on each cluster (the leases in the
+    state database)."""
     last_events = last_events or {}
     header = ("JOB / VERTEX", "P", "REC", "LOAD", "LAG", "COOLDOWN", "LAST DECISION", "LAST EVENT")
     rows: list[tuple[str, ...]] = []
@@ -274,6 +280,9 @@ def status_table(
             rows.append((key, "", "", "", "", "-", "none yet", event_text))
             continue
         decision = f"{record.outcome} ({_age(now_ms - record.ts_ms)} ago)"
+        if record.outcome in _NOT_READ:
+            ticks = f", {record.ticks} ticks" if record.ticks > 1 else ""
+            decision += f", not read since {_utc(record.first_ms)} ({_age(now_ms - record.first_ms)}{ticks})"
         if state is not None and state.pending is not None:
             decision += ", rescale pending"
         rows.append((key, "", "", "", "", _cooldown(record, now_ms), decision, event_text))

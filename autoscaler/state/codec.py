@@ -11,7 +11,8 @@ reads as unknown where it is missing: so state written before it loads unchanged
 upgraded (sharing the database during a rolling upgrade) still reads state written after it, instead
 of discarding it. The delayed scale-downs' ``outside_band`` flags and a scaling record's
 ``verification`` (written only once there is one, so a record without it encodes as before) are such
-fields.
+fields, and so is the state's ``job_id`` (absent in state stored before it, which then reads as None: the
+JobID is learnt again at the job's next tick, from its pending rescale if it has one).
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ def encode_state(state: JobState) -> str:
             "overrides": dict(state.overrides),
             # Written only while stuck, so a state without a stuck rescale encodes as before.
             **({"stuck": [state.stuck_rescales, state.stuck_ms]} if state.stuck_rescales else {}),
+            # Written once known, so a state without it encodes as before (an older reader ignores it).
+            **({"job_id": state.job_id} if state.job_id is not None else {}),
         }
     )
 
@@ -217,6 +220,7 @@ def decode_state(version: int, text: str) -> JobState:
         overrides=overrides,
         stuck_rescales=stuck or 0,
         stuck_ms=stuck_ms,
+        job_id=None if data.get("job_id") is None else _str(data["job_id"], "job_id"),
     )
 
 

@@ -1,7 +1,9 @@
 """What the daemon remembers per job between ticks: one frozen ``JobState`` value, loaded and saved whole.
 
 Jobs are keyed by ``cluster/job name`` (``JobRef.key``) so the history survives a resubmission under a
-new JobID. These are plain values; how they are stored is ``autoscaler.state.store`` and ``.sql``.
+new JobID; the state also remembers its JobID, so a resubmission is noticed and what belonged to the old
+JobID is dropped (:meth:`JobState.for_resubmission`). These are plain values; how they are stored is
+``autoscaler.state.store`` and ``.sql``.
 """
 
 from __future__ import annotations
@@ -182,11 +184,43 @@ class JobState:
     # up: the next one waits a doubling backoff instead of a PUT every confirm_timeout (act.py).
     stuck_rescales: int = 0
     stuck_ms: int | None = None
+    # The JobID the state was last saved for; None before that (or when stored by a version that did not
+    # keep it). Another JobID running under the job's name means it was resubmitted (act.py).
+    job_id: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "delayed_scale_down", frozen_map(self.delayed_scale_down))
         object.__setattr__(self, "history", tuple(self.history))
         object.__setattr__(self, "overrides", frozen_map(self.overrides))
+
+    @property
+    def known_job_id(self) -> str | None:
+        """The JobID this state belongs to: as saved, else the one its pending rescale was sent to (state
+        stored before the JobID was kept); None when nothing says."""
+        if self.job_id is not None:
+            return self.job_id
+        return self.pending.job_id if self.pending is not None else None
+
+    def for_resubmission(self, job_id: str) -> JobState:
+        """The state the job name starts from under a new JobID, as an operator of a resubmitted job (or
+        one restarted by a JobManager without HA) expects.
+
+        Kept, because it describes the job's code and data, not one run of it: the scaling history
+        (restart times, observed scalability, verifications) and the last rescale's time (cooldown).
+        Dropped, because it belonged to the old JobID: the pending rescale (sent to a job that no longer
+        runs, so it can never be confirmed), the stuck-rescale count and its backoff, the delayed
+        scale-downs (recommended from the old run's metrics at its parallelism) and the overrides (what
+        was asked of the old JobID; the new one runs what it was submitted with).
+        """
+        return replace(
+            self,
+            job_id=job_id,
+            pending=None,
+            delayed_scale_down={},
+            overrides={},
+            stuck_rescales=0,
+            stuck_ms=None,
+        )
 
     def with_scaling(self, record: ScalingRecord, pending: PendingRescale | None) -> JobState:
         """State after executing a scaling: delayed scale-downs are void, the record joins the history

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import pytest
 
 from autoscaler.cli import main
@@ -22,7 +24,7 @@ from autoscaler.simulator.rest import transport
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant, SimClusterSpec
 from autoscaler.state import open_stores
-from autoscaler.testing import StubEvaluator
+from autoscaler.testing import FaultyTransport, StubEvaluator
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "example.yaml"
 
@@ -40,6 +42,7 @@ class Running:
         config.write_text(f"state_url: {state_url}\n")
         self.args = ["--config", str(config), "--decisions-dir", str(tmp_path / "decisions")]
         self.stores = open_stores(state_url)
+        self.flink = FaultyTransport(transport(sim))  # no faults unless a test adds some
         settings = Settings(
             clusters=[ClusterSettings(name="prod", rest_url="http://prod.invalid:8081")],
             autoscaler={"job.autoscaler.enabled": "true"},
@@ -53,7 +56,7 @@ class Running:
             state=self.stores.state,
             events=self.stores.events,
             metrics=MetricsReporter(),
-            transports={"prod": transport(sim)},
+            transports={"prod": self.flink},
             on_outcome=outcome_recorder(JsonDecisionDir(tmp_path / "decisions")),
         )
 
@@ -99,6 +102,25 @@ async def test_status_shows_each_job_its_vertices_and_last_decision(running, cap
     assert table["prod/orders"][-1].startswith("ScalingVerified: Rescale of")
     assert table["Work"][1:3] == ["3", "3"]
     assert table["Source: BacklogSource"][1:3] == ["1", "1"]
+
+
+async def test_status_says_since_when_the_cluster_could_not_be_read_for_a_job(running, capsys):
+    """Fault probe (issue 12): while the job could not be read, status showed its last decision as if
+    nothing were wrong. Here its configuration cannot be fetched (connection refused) for three ticks."""
+    await running.tick(10)  # scales Work 1 -> 3
+    await running.tick(60)  # in band
+    running.flink.faults[("GET", r"/jobs/[0-9a-f]+/jobmanager/config")] = httpx.ConnectError("refused")
+    await running.tick(10)
+    first = datetime.fromtimestamp(running.clock.now_ms() / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    await running.tick(10)
+    await running.tick(10)
+    assert main(["status", *running.args]) == 0
+    row = rows(capsys.readouterr().out)["prod/orders"]
+    [decision] = [cell for cell in row if cell.startswith("ClusterUnreachable")]  # was: InBand, as if fine
+    assert f"not read since {first}" in decision and "3 ticks" in decision  # ages: the CLI's real clock
+    assert main(["explain", "orders", "--last", "2", *running.args]) == 0
+    out = capsys.readouterr().out
+    assert "cannot read the job's configuration this tick, not scaling it" in out and "[InBand]" in out
 
 
 async def test_explain_says_why_in_plain_words(running, capsys, monkeypatch):

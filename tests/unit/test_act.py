@@ -232,4 +232,5 @@ async def test_without_an_evaluation_a_job_is_an_error_with_the_evaluators_reaso
         confirm_timeout=timedelta(minutes=5),
     )
     assert step.outcome.outcome is Reason.AUTOSCALER_ERROR and "JVM is gone" in step.outcome.detail
-    assert rec.states == {sample.job.key: JobState(last_rescale_ms=7)}
+    # Kept, but for the JobID now known (a later JobID is a resubmission).
+    assert rec.states == {sample.job.key: JobState(last_rescale_ms=7, job_id=sample.job.job_id)}

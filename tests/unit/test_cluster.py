@@ -19,9 +19,30 @@ async def test_a_cluster_answering_500_is_counted_and_the_other_cluster_scales()
     report = await w.tick()
     assert "HTTP 500" in report.cluster_errors["a"] and "boom" in report.cluster_errors["a"]
     # The cluster's error, not ours: alerts on AutoscalerError (a bug) stay quiet.
-    assert w.error_count("a", Reason.CLUSTER_ERROR) == 1 and w.error_count("a", Reason.AUTOSCALER_ERROR) is None
+    assert (
+        w.error_count("a", Reason.CLUSTER_ERROR) == 1 and w.error_count("a", Reason.AUTOSCALER_ERROR) is None
+    )
     assert [o.job.name for o in report.outcomes] == ["job-b"] and report.outcomes[0].outcome is Reason.SCALING
     assert w.puts("a") == [] and len(w.puts("b")) == 1
+
+
+async def test_a_cluster_that_cannot_be_listed_reports_each_of_its_known_jobs_unavailable():
+    """Fault probe (issue 12): during an outage, ``status`` showed the job's last decision as if all
+    were well. Each job of the last discovery now gets the outcome, so its records say since when."""
+    w = World(StubEvaluator({"Work": 3}))
+    await w.tick()
+    before = w.state.load("a/job-a")
+    w.transports["a"].faults[("GET", "/jobs/overview")] = _flink_500()
+    report = await w.tick()
+    (outage,) = [o for o in report.outcomes if o.job.cluster == "a"]
+    assert outage.job.name == "job-a" and outage.outcome is Reason.CLUSTER_ERROR
+    assert "could not be read this tick" in outage.detail and "HTTP 500" in outage.detail
+    assert w.error_count("a", Reason.CLUSTER_ERROR) == 1  # once per job, not once more for the cluster
+    assert w.state.load("a/job-a") == before and w.puts("a")[1:] == []
+
+    w.transports["a"].faults[("GET", "/jobs/overview")] = httpx.ConnectError("connection refused")
+    report = await w.tick()
+    assert [o.outcome for o in report.outcomes if o.job.cluster == "a"] == [Reason.CLUSTER_UNREACHABLE]
 
 
 def _flink_500() -> httpx.Response:

@@ -1,4 +1,5 @@
-"""discover(): which jobs to autoscale, with which options."""
+"""discover(): which jobs to autoscale, with which options; and, in a daemon tick, how a job whose
+configuration cannot be read is reported (unavailable this tick, not invalid options)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ from typing import Any
 import httpx
 import pytest
 import respx
+from daemon_world import World
 from flink_samples import load_fixture
 
 from autoscaler.discover import Discovery, discover
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkHTTPError, FlinkUnreachable
 from autoscaler.model import JobRef
+from autoscaler.outcome import JobOutcome
+from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions, ClusterSettings
+from autoscaler.testing import StubEvaluator
 
 BASE = "http://jm:8081"
 JID = "b504ef90bb3f9a8f570595d5ecf7ca6e"
@@ -156,19 +161,33 @@ async def test_job_configuration_404_means_cluster_options(
     assert [t.options for t in found.targets] == [ENABLED]
 
 
-async def test_failed_job_configuration_fetch_skips_only_that_job(
-    flink: respx.MockRouter, client: FlinkClient
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        (httpx.Response(500, json={"errors": ["Internal server error."]}), Reason.CLUSTER_ERROR),
+        (httpx.Response(200, json={"key": "not a list"}), Reason.CLUSTER_ERROR),  # bad payload
+        (httpx.ConnectError("refused"), Reason.CLUSTER_UNREACHABLE),
+    ],
+)
+async def test_failed_job_configuration_fetch_skips_only_that_job_as_unreadable_not_invalid(
+    flink: respx.MockRouter, client: FlinkClient, fault: httpx.Response | Exception, reason: Reason
 ) -> None:
+    """Fault probe (issue 12): a 500 on the job's configuration was reported as invalid options."""
     flink.get("/jobs/overview").respond(
         json={"jobs": [overview_job("a" * 32, "ok"), overview_job("b" * 32, "bad")]}
     )
     flink.get(f"/jobs/{'a' * 32}/jobmanager/config").respond(json=[])
-    flink.get(f"/jobs/{'b' * 32}/jobmanager/config").respond(500, json={"errors": ["Internal server error."]})
+    route = flink.get(f"/jobs/{'b' * 32}/jobmanager/config")
+    if isinstance(fault, Exception):
+        route.mock(side_effect=fault)
+    else:
+        route.mock(return_value=fault)
     found = await discover(client, CLUSTER, ENABLED)
     assert [t.job.name for t in found.targets] == ["ok"]
-    [(bad, message)] = found.invalid
-    assert bad.name == "bad"
-    assert "HTTP 500: Internal server error." in message and "'prod'" in message
+    assert found.invalid == ()  # not an options problem
+    [bad] = found.unreadable
+    assert bad.job.name == "bad" and bad.reason is reason
+    assert bad.detail.startswith("cannot read the job's configuration this tick, not scaling it: cluster")
 
 
 async def test_jobs_sharing_a_name_are_invalid(flink: respx.MockRouter, client: FlinkClient) -> None:
@@ -196,3 +215,37 @@ async def test_failing_overview_raises(flink: respx.MockRouter, client: FlinkCli
     flink.get("/jobs/overview").respond(503, json={"errors": ["Service temporarily unavailable"]})
     with pytest.raises(FlinkHTTPError):
         await discover(client, CLUSTER, ENABLED)
+
+
+# ------------------------------------------------------------------------------ in a daemon tick
+async def test_a_500_on_a_jobs_configuration_is_the_job_unread_this_tick_not_invalid_options():
+    """Fault probe (issue 12): a 500 on ``/jobs/:id/jobmanager/config`` was reported as an AutoScaler
+    Options Validation event. It is the job not read this tick: a ClusterError outcome and counter, the
+    REST error metric, no options event, no scaling; the job keeps its state and is not forgotten."""
+    w = World(StubEvaluator({"Work": 3}))
+    outcomes: list[JobOutcome] = []
+    w.daemon.on_outcome = outcomes.append
+    await w.tick()  # both jobs scale Work 1 -> 3
+    before = w.state.load("a/job-a")
+    w.transports["a"].faults[("GET", r"/jobs/[0-9a-f]+/jobmanager/config")] = httpx.Response(
+        500, json={"errors": ["java.lang.IllegalStateException: boom\n\tat x.y(Z.java:1)"]}
+    )
+    outcomes.clear()
+
+    report = await w.tick()
+
+    [unread] = [o for o in outcomes if o.job.name == "job-a"]
+    assert unread.outcome is Reason.CLUSTER_ERROR
+    assert unread.detail.startswith("cannot read the job's configuration this tick, not scaling it:")
+    assert "HTTP 500" in unread.detail and "/jobmanager/config" in unread.detail
+    assert Reason.OPTIONS_VALIDATION not in w.events.reasons("a/job-a")
+    assert w.error_count("a", Reason.OPTIONS_VALIDATION) is None
+    assert w.error_count("a", Reason.CLUSTER_ERROR) == 1
+    rest_errors = w.metrics.registry.get_sample_value(
+        "flink_autoscaler_rest_errors_total",
+        {"cluster": "a", "method": "GET", "endpoint": "/jobs/:jobid/jobmanager/config", "error": "500"},
+    )
+    assert rest_errors == 1
+    assert len(w.puts("a")) == 1  # the first tick's rescale only
+    assert w.state.load("a/job-a") == before and "a/job-a" not in w.evaluator.forgotten
+    assert report.cluster_errors == {} and report.for_job("job-b") is not None  # the other job goes on

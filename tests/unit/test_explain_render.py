@@ -20,6 +20,7 @@ from autoscaler.explain import (
     record_from_outcome,
     status_table,
 )
+from autoscaler.outcome import JobOutcome
 from autoscaler.realize import RealizeResult
 from autoscaler.reasons import Reason
 from autoscaler.state import JobState, PendingRescale
@@ -63,6 +64,20 @@ def test_status_table_names_who_acts_on_each_cluster():
     assert lines[-3].split() == ["CLUSTER", "ACTED", "ON", "BY", "LEASE"]
     assert lines[-2].split() == ["c1", "host-a:41", "42", "s", "left"]
     assert lines[-1].split()[:2] == ["c2", "host-b:7"] and "no daemon acts" in lines[-1]
+
+
+def test_status_table_says_since_when_a_job_could_not_be_read():
+    """Fault probe (issue 12): during an outage the row showed an old decision as if all were well."""
+    text = "cluster 'c1' (http://jm:8081) GET /jobs/x/jobmanager/config: ConnectError: refused"
+    run: tuple[DecisionRecord, ...] = ()
+    for ts in (NOW, NOW + 10_000, NOW + 20_000):
+        outcome = JobOutcome(JOB, ts, Reason.CLUSTER_UNREACHABLE, text)
+        run = add_decision(run, record_from_outcome(outcome), keep=5)
+    lines = status_table({JOB.key: run[-1]}, {}, NOW + 25_000).splitlines()
+    job_line = next(line for line in lines if line.startswith(JOB.key))
+    assert "ClusterUnreachable (5 s ago), not read since 2027-01-15 08:00:00 UTC (25 s, 3 ticks)" in job_line
+    in_band = record_from_outcome(outcome_of(make_evaluation([vertex_eval("w", 4)])))
+    assert "not read since" not in status_table({JOB.key: in_band}, {}, NOW)
 
 
 def test_status_table_without_jobs_says_so():
