@@ -202,7 +202,11 @@ async def run_plugins(
         if chain.vetoed_by is not None or chain.changes is None:
             rec.save(step.job.key, decision.state)
             text = rec.vetoed(step.job, chain, options)
-            ended = JobOutcome(step.job, rec.now_ms, Reason.SCALING_VETOED, text, decision, chain)
+            # A plugin that broke (raised, overran, answered garbage) is not a deliberate veto: the job's
+            # outcome says PluginFailed, so an alert on it fires (the scaling is vetoed all the same).
+            failed = chain.vetoed_by is not None and chain.vetoed_by.outcome is Reason.PLUGIN_FAILED
+            reason = Reason.PLUGIN_FAILED if failed else Reason.SCALING_VETOED
+            ended = JobOutcome(step.job, rec.now_ms, reason, text, decision, chain)
             return replace(step, chain=chain, outcome=rec.outcome(ended))
         decision = decision.with_changes(chain.changes, Reason.SCALING, decision.detail)
         return replace(step, decision=decision, chain=chain)

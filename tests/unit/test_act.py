@@ -33,7 +33,8 @@ async def test_a_raising_plugin_vetoes_and_nothing_is_put():
 
     w = World(StubEvaluator({"Work": 3}), plugins=(Broken(),))
     report = await w.tick()
-    assert {o.outcome for o in report.outcomes} == {Reason.SCALING_VETOED}
+    # A broken plugin, not a deliberate veto: the job's outcome says so (an alert on it fires).
+    assert {o.outcome for o in report.outcomes} == {Reason.PLUGIN_FAILED}
     assert w.puts("a") == w.puts("b") == []
     vetoes = [e for e in w.events.events("a/job-a") if e.reason is Reason.SCALING_VETOED]
     assert vetoes and "broken" in vetoes[0].message
@@ -82,7 +83,7 @@ async def test_a_configured_plugin_that_is_not_installed_vetoes():
     options = {**_gate("0"), "job.autoscaler.scaling.custom-executor.gate.class": "no.such.Plugin"}
     w = World(StubEvaluator({"Work": 3}), plugins=_registry(), options=options)
     report = await w.tick()
-    assert {o.outcome for o in report.outcomes} == {Reason.SCALING_VETOED}
+    assert {o.outcome for o in report.outcomes} == {Reason.PLUGIN_FAILED}
     assert w.puts("a") == w.puts("b") == []
     failed = [e for e in w.events.events("a/job-a") if e.reason is Reason.PLUGIN_FAILED]
     assert failed and "no executor plugin 'no.such.Plugin' is installed" in failed[0].message
