@@ -11,12 +11,21 @@ from pathlib import Path
 from test_lease import KEY, Fleet
 
 from autoscaler.reasons import Reason
-from autoscaler.state import open_stores
+from autoscaler.state import Stores, open_stores
 
 
 def _delete(path: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         path.with_name(path.name + suffix).unlink(missing_ok=True)
+
+
+async def _running(path: Path) -> tuple[Stores, Fleet]:
+    """Daemon "a" on the file at ``path``, three ticks in: it holds the lease and rescaled the job."""
+    stores = open_stores(f"sqlite:///{path}")
+    fleet = Fleet(stores.state, ("a",))
+    for _ in range(3):
+        await fleet.tick("a")
+    return stores, fleet
 
 
 def _errors(fleet: Fleet, name: str) -> float | None:
@@ -28,10 +37,7 @@ async def test_a_deleted_file_is_put_back_with_everything_and_the_lease_keeps_a_
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "state.db"
-    first = open_stores(f"sqlite:///{path}")
-    fleet = Fleet(first.state, ("a",))
-    for _ in range(3):
-        await fleet.tick("a")
+    first, fleet = await _running(path)
     history = first.state.load(KEY).history
     assert len(history) == 1 and fleet.puts("a") == 1
     _delete(path)  # `rm state.db*` while the daemon runs
@@ -54,10 +60,7 @@ async def test_a_deleted_file_is_put_back_with_everything_and_the_lease_keeps_a_
 
 async def test_a_replaced_file_is_kept_beside_it_and_the_daemon_joins_the_new_one(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    first = open_stores(f"sqlite:///{path}")
-    fleet = Fleet(first.state, ("a",))
-    for _ in range(3):
-        await fleet.tick("a")
+    first, fleet = await _running(path)
     _delete(path)
     second = open_stores(f"sqlite:///{path}")  # a new daemon made a new file before a's next tick
     fleet.state = second.state
@@ -77,10 +80,6 @@ async def test_a_replaced_file_is_kept_beside_it_and_the_daemon_joins_the_new_on
 
 
 async def test_an_intact_file_is_left_alone(tmp_path: Path) -> None:
-    path = tmp_path / "state.db"
-    stores = open_stores(f"sqlite:///{path}")
-    fleet = Fleet(stores.state, ("a",))
-    for _ in range(3):
-        await fleet.tick("a")
+    stores, fleet = await _running(tmp_path / "state.db")
     assert _errors(fleet, "a") is None and list(tmp_path.glob("*orphaned*")) == []
     stores.close()
