@@ -160,8 +160,15 @@ class MetricsReporter:
         )
         self.invalid_metric_values = Counter(
             "flink_autoscaler_invalid_metric_values",
-            "Metric values that cannot be (a negative count, rate, time or lag), read as unknown (NaN) "
-            "instead of becoming a rate",
+            "Metric values that cannot be (a negative or impossibly large count, rate, time or lag), read "
+            "as unknown (NaN) instead of becoming a rate",
+            _JOB_LABELS,
+            registry=r,
+        )
+        self.counter_resets = Counter(
+            "flink_autoscaler_metric_counter_resets",
+            "Record counters that fell within one job run (a reset without a restart): the job's metric "
+            "window started over there",
             _JOB_LABELS,
             registry=r,
         )
@@ -256,6 +263,7 @@ class MetricsReporter:
             (self.option_fallbacks, (*_JOB_LABELS, "option")),
             (self.stale_samples, _JOB_LABELS),
             (self.invalid_metric_values, _JOB_LABELS),
+            (self.counter_resets, _JOB_LABELS),
             (self.rescales_stuck, _JOB_LABELS),
             (self.resubmissions, _JOB_LABELS),
             (self.verification_ratio, _VERTEX_LABELS),

@@ -327,6 +327,7 @@ class JobEvaluation:
     evaluator_failures: tuple[str, ...] = ()  # custom evaluators that raised; their overrides were ignored
     load_change_ms: int | None = None  # the offered load changed here: the window restarted (window.py)
     level_since_ms: int | None = None  # first decision on a new load: its first sample (WindowStatus)
+    counters_fell: bool = False  # a record counter fell since the last sample: the window restarted
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vertices", frozen_map(self.vertices))

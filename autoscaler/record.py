@@ -211,6 +211,8 @@ class TickRecord:
         """The evaluation's metrics, and its warnings: ineffective scale-ups, limited alignment, an
         alignment mode that fell back to BALANCED and custom evaluators that failed."""
         self.metrics.report_evaluation(evaluation)
+        if evaluation.counters_fell:  # logged by the window (metric_counters_fell), counted here
+            self.metrics.counter_resets.labels(evaluation.job.cluster, evaluation.job.name).inc()
         self._ineffective(evaluation)
         self._limited(evaluation)
         self._alignment_fallback(evaluation)

@@ -27,7 +27,7 @@ from autoscaler.collect.fetch import (
 )
 from autoscaler.collect.freshness import FetchCheck, StaleMetrics
 from autoscaler.collect.names import MetricNameCache, listed_vertex_names
-from autoscaler.collect.sanity import without_negatives
+from autoscaler.collect.sanity import without_impossible
 from autoscaler.collect.vertices import FINISHED, MissingMetrics, finished_sample, read_vertices
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkError, FlinkUnreachable
@@ -194,7 +194,7 @@ async def _collect_once(
     partitions = {
         vid: n for vid in live if topology.is_source(vid) and (n := source_partitions(names[vid])) > 0
     }
-    vertices, invalid = without_negatives(vertices, {v.id: v.name for v in topology})
+    vertices, invalid = without_impossible(vertices, {v.id: v.name for v in topology})
     return JobSample(
         target=target,
         ts_ms=fresh.ts_ms if fresh is not None else now_ms,

@@ -1,4 +1,5 @@
-"""Metric values that cannot be: a negative count, rate, time or lag is read as unknown (NaN).
+"""Metric values that cannot be: a negative or impossibly large count, rate, time or lag is read as
+unknown (NaN).
 
 Every field of a :class:`~autoscaler.model.VertexSample` is a cumulative counter, a per-second rate, a
 busy/back-pressured share or a backlog: none of them can be negative. A negative one is a fault between
@@ -9,6 +10,12 @@ rate huge and its processing capacity tiny, and the job was scaled 4 -> 18 after
 ``getRate`` takes the first and last non-NaN points), and a tick whose rates are unknown ends
 ``MetricsUnknown``. Each such value is named in a warning and counted
 (``flink_autoscaler_invalid_metric_values_total``).
+
+Too large is just as impossible, and just as dangerous: a ``pendingRecords`` of 1e300 is a catch-up
+rate no parallelism can reach, and every vertex went to its maximum (the fault matrix). Flink's counts,
+lags and gauges are Java longs, so nothing summed over a job's subtasks reaches 2^63; a share of a
+second (busy, back-pressured ms/s: the aggregators are average, minimum and maximum over subtasks) never
+exceeds 1000 ms (a tenth more is allowed for timer jitter).
 
 A counter that falls between two samples of one job run (a reset without a restart) is the window's to
 handle: no rate may span it (``evaluate/window.py`` starts the window over).
@@ -22,20 +29,36 @@ from dataclasses import fields, replace
 
 from autoscaler.model import JobSample, VertexId, VertexSample
 
-__all__ = ["COUNTERS", "counters_fell", "sample_counters", "without_negatives"]
+__all__ = ["COUNTERS", "LARGEST", "counters_fell", "sample_counters", "without_impossible"]
+
+LARGEST = float(2**63)
+"""No count, lag or rate of a Flink job reaches a Java long's range (module doc)."""
+_SHARE_OF_A_SECOND = ("busy_time_ms_per_s", "backpressured_ms_per_s")
+_LARGEST_SHARE_MS = 1100.0
+_DERIVED = ("observed_tpr",)  # computed by the collector, not read: infinite when nothing was busy
 
 
-def without_negatives(
+def _impossible(name: str, value: float) -> bool:
+    """NaN compares false throughout: unknown stays unknown, and is not counted."""
+    if value < 0:
+        return True
+    if name in _DERIVED:
+        return False
+    return value >= LARGEST or (name in _SHARE_OF_A_SECOND and value > _LARGEST_SHARE_MS)
+
+
+def without_impossible(
     vertices: Mapping[VertexId, VertexSample], names: Mapping[VertexId, str]
 ) -> tuple[dict[VertexId, VertexSample], tuple[str, ...]]:
-    """The samples with every negative value replaced by NaN, and what was replaced, in words."""
+    """The samples with every negative or impossibly large value replaced by NaN, and what was
+    replaced, in words."""
     out: dict[VertexId, VertexSample] = {}
     invalid: list[str] = []
     for vid, sample in vertices.items():
         bad = {
             f.name: value
             for f in fields(sample)
-            if isinstance(value := getattr(sample, f.name), float) and value < 0
+            if isinstance(value := getattr(sample, f.name), float) and _impossible(f.name, value)
         }
         out[vid] = replace(sample, **dict.fromkeys(bad, math.nan)) if bad else sample
         invalid.extend(f"{names.get(vid, vid)}.{name} = {value:g}" for name, value in bad.items())

@@ -164,6 +164,7 @@ class PythonEvaluator:
             evaluator_failures=failures,
             load_change_ms=status.load_change_ms,
             level_since_ms=status.level_since_ms,
+            counters_fell=status.counters_fell,
         )
 
     # -- lifecycle -----------------------------------------------------------------------------

@@ -475,6 +475,7 @@ def _job_evaluation(
         evaluator_failures=failures,
         load_change_ms=status.load_change_ms,
         level_since_ms=status.level_since_ms,
+        counters_fell=status.counters_fell,
     )
 
 

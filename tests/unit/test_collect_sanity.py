@@ -13,11 +13,15 @@ from collect_flink import SRC, WORK, FakeFlink, sample_job
 from test_window import RUNNING, S, feed
 
 from autoscaler.collect import MetricNameCache
-from autoscaler.collect.sanity import counters_fell, without_negatives
+from autoscaler.collect.sanity import counters_fell, without_impossible
 from autoscaler.evaluate.aggregates import aggregate_window
+from autoscaler.evaluate.python import PythonEvaluator
 from autoscaler.evaluate.window import WindowBook
 from autoscaler.flink.client import FlinkClient
+from autoscaler.metrics import MetricsReporter
 from autoscaler.model import VertexSample
+from autoscaler.record import TickRecord
+from autoscaler.testing import make_sample, make_topology
 
 pytest_plugins = ("collect_flink",)  # its fake and client fixtures
 
@@ -40,12 +44,32 @@ async def test_every_negative_value_is_unknown_the_rest_is_kept(fake: FakeFlink,
     assert work.accumulated_busy_time_agg_ms == 89002.0
 
 
-def test_without_negatives_leaves_nan_and_infinity_alone() -> None:
+def test_without_impossible_leaves_nan_and_the_derived_infinity_alone() -> None:
     fine = VertexSample(busy_time_ms_per_s=math.nan, observed_tpr=math.inf, num_records_in=0.0)
-    out, invalid = without_negatives({"v": fine}, {"v": "V"})
+    out, invalid = without_impossible({"v": fine}, {"v": "V"})
     assert out["v"] is fine and invalid == ()
-    out, invalid = without_negatives({"v": VertexSample(pending_records=-math.inf)}, {})
+    out, invalid = without_impossible({"v": VertexSample(pending_records=-math.inf)}, {})
     assert math.isnan(out["v"].pending_records) and invalid == ("v.pending_records = -inf",)
+
+
+def test_values_no_flink_metric_can_hold_are_unknown_too() -> None:
+    """Fault matrix: a pendingRecords of 1e300 took every vertex to its maximum parallelism."""
+    huge = VertexSample(
+        pending_records=1e300,
+        num_records_in=math.inf,
+        busy_time_ms_per_s=5000.0,
+        backpressured_ms_per_s=1000.0,
+        num_records_out=9.2e18,
+    )
+    out, invalid = without_impossible({"v": huge}, {"v": "Src"})
+    assert math.isnan(out["v"].pending_records) and math.isnan(out["v"].num_records_in)
+    assert math.isnan(out["v"].busy_time_ms_per_s) and out["v"].backpressured_ms_per_s == 1000.0
+    assert out["v"].num_records_out == 9.2e18  # large, but a Java long can hold it
+    assert invalid == (
+        "Src.busy_time_ms_per_s = 5000",
+        "Src.num_records_in = inf",
+        "Src.pending_records = 1e+300",
+    )
 
 
 def test_a_negative_point_is_a_hole_the_rate_spans_the_good_points_around_it() -> None:
@@ -56,7 +80,7 @@ def test_a_negative_point_is_a_hole_the_rate_spans_the_good_points_around_it() -
         (ts, VertexSample(accumulated_busy_time_agg_ms=busy, num_records_in=ts / 1.0)) for ts, busy in good
     ]
     bad = VertexSample(accumulated_busy_time_agg_ms=-5e6, num_records_in=-1.0)
-    cleaned, _ = without_negatives({"v": bad}, {})
+    cleaned, _ = without_impossible({"v": bad}, {})
     window = [(-10_000, cleaned["v"]), *points]
     assert aggregate_window(window).accumulated_busy_agg_rate == 800.0
 
@@ -92,3 +116,22 @@ def test_the_busy_time_counter_may_fall_and_restarts_nothing() -> None:
     from autoscaler.collect.sanity import COUNTERS
 
     assert COUNTERS == ("num_records_in", "num_records_out")
+
+
+def test_a_counter_reset_reaches_the_evaluation_and_is_counted() -> None:
+    """Fault matrix: the reset was only logged; an operator saw WindowNotFull and no metric saying why."""
+    topology = make_topology({"src": 1, "w": 2}, [("src", "w", "HASH")])
+    evaluator = PythonEvaluator()
+    metrics = MetricsReporter()
+    fell = []
+    for i, count in enumerate((100.0, 200.0, 300.0, 5.0, 105.0)):
+        vertices = {
+            vid: VertexSample(num_records_in=count, num_records_out=count) for vid in topology.vertices
+        }
+        sample = make_sample(topology, ts_ms=RUNNING + 5 * 60 * S + i * 10 * S, vertices=vertices)
+        (evaluation,) = evaluator.evaluate([sample], sample.ts_ms).values()
+        TickRecord(sample.ts_ms, metrics).evaluated(evaluation)
+        fell.append(evaluation.counters_fell)
+    assert fell == [False, False, False, True, False]
+    labels = {"cluster": sample.job.cluster, "job": sample.job.name}
+    assert metrics.registry.get_sample_value("flink_autoscaler_metric_counter_resets_total", labels) == 1
