@@ -315,8 +315,9 @@ class Clusters:
         """Clusters whose lease this daemon does not hold (any more): their jobs are not its to write."""
         return {c.name for c in self.sessions if not c.holds_lease(now_ms)}
 
-    async def release_leases(self, reason: str = "stopping") -> None:
-        """Hand the held leases back (a standby takes over at its next tick) and forget their jobs."""
+    async def release_leases(self, reason: str = "stopping", *, stand_down: bool = False) -> None:
+        """Hand the held leases back (a standby takes over at its next tick); ``stand_down`` also forgets
+        their jobs here, for a process that goes on running (a stopping one keeps its last series)."""
         me = self.settings.instance_id
         for c in self.sessions:
             if not c.lease_expires_ms:
@@ -326,7 +327,8 @@ class Clusters:
                 log.info("lease_released", cluster=c.name, instance=me, reason=reason)
             except Exception as exc:  # it expires on its own after lease_ttl
                 log.warning("lease_release_failed", cluster=c.name, error=str(exc), reason=reason)
-            self._stand_down(c)
+            if stand_down:
+                self._stand_down(c)
             c.lease_expires_ms = 0
             c.lease_holder = None
             self.metrics.lease_held.labels(c.name).set(0)

@@ -164,7 +164,7 @@ class Daemon:
     async def _stand_by(self, rec: TickRecord, why: str, reason: str) -> TickReport:
         """A daemon that cannot act safely hands its leases back and reads no cluster, so a standby that
         can takes over at its next tick; it takes them back (if free) once it can act again."""
-        await self.clusters.release_leases(reason=reason)
+        await self.clusters.release_leases(reason=reason, stand_down=True)
         why = f"{why}: standing by, leases released"
         return TickReport(rec.now_ms, (), {c.name: why for c in self.clusters})
 

@@ -351,7 +351,7 @@ class SparkEvaluator:
             self._on_lost("window")
             return
         assert self._reconnect is not None
-        if self._connect:
+        if self._connect or local_jvm_alive():
             log.warning("spark_session_lost", jobs=jobs, detail=gone)
             # Stopped, the dead session stops being PySpark's default: the new one takes its place, which
             # Connect's DataFrames look up (the tick runs on worker threads that have no active session).
@@ -367,10 +367,9 @@ class SparkEvaluator:
         """Why our session is gone for good, or None (it is not, or there is no ``reconnect``)."""
         if self._reconnect is None:
             return None
-        if self._connect:
-            return spark_error(err, _GONE_SESSION)
-        if local_jvm_alive():
-            return None
+        forgotten = spark_error(err, _GONE_SESSION)  # a Connect server that restarted
+        if forgotten is not None or self._connect or local_jvm_alive():
+            return forgotten
         return f"the driver JVM is gone ({type(err).__name__}: {err})"
 
     def _drop_windows(self) -> None:
