@@ -25,7 +25,7 @@ from autoscaler.decide import Decision
 from autoscaler.durations import to_ms
 from autoscaler.evaluate.javamath import java_double_text
 from autoscaler.events import Event, EventSink, EventType
-from autoscaler.flink.errors import FlinkError
+from autoscaler.flink.errors import FlinkError, FlinkUnreachable
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobEvaluation, JobRef, JobSample, Unavailable
 from autoscaler.outcome import JobOutcome
@@ -355,18 +355,20 @@ class TickRecord:
         return self.done(outcome)
 
     def failed(self, job: JobRef, options: AutoscalerOptions, exc: Exception) -> JobOutcome:
-        """One job's failure stays with that job: logged, counted, an event, no rescale."""
+        """One job's failure stays with that job: logged, counted, an event, no rescale. A REST call
+        that failed (a rejected PUT, a 5xx) is the cluster's error, anything else ours."""
         # A REST failure says all in its message; anything else is a bug and needs its traceback.
         log.error("job_tick_failed", error=str(exc), exc_info=not isinstance(exc, FlinkError))
-        self.metrics.report_error(job.cluster, Reason.AUTOSCALER_ERROR)
-        self.job_event(
-            job.key,
-            options,
-            Reason.AUTOSCALER_ERROR,
-            EventType.WARNING,
-            _truncate(str(exc)),
+        reason = (
+            Reason.AUTOSCALER_ERROR
+            if not isinstance(exc, FlinkError)
+            else Reason.CLUSTER_UNREACHABLE
+            if isinstance(exc, FlinkUnreachable)
+            else Reason.CLUSTER_ERROR
         )
-        return self.done(JobOutcome(job, self.now_ms, Reason.AUTOSCALER_ERROR, str(exc)))
+        self.metrics.report_error(job.cluster, reason)
+        self.job_event(job.key, options, reason, EventType.WARNING, _truncate(str(exc)))
+        return self.done(JobOutcome(job, self.now_ms, reason, str(exc)))
 
 
 def _emit(sink: EventSink, events: Sequence[tuple[Event, int]]) -> None:

@@ -154,21 +154,18 @@ def test_a_rescale_that_never_reaches_flink_is_given_up_and_retried_with_a_doubl
 
 
 # ------------------------------------------------------------------------------------ unreadable answers
-def test_a_truncated_job_details_answer_is_a_bad_payload(world: World) -> None:
-    name, daemon = "truncated", world.daemon
+@pytest.mark.parametrize(
+    ("name", "endpoint"),
+    [
+        ("truncated", "/jobs/:jobid"),  # the job details cut short
+        ("malformed", "/jobs/:jobid/vertices/:vertexid/subtasks/metrics"),  # metrics that are not JSON
+    ],
+)
+def test_an_answer_that_is_not_json_is_a_bad_payload(world: World, name: str, endpoint: str) -> None:
+    daemon = world.daemon
     job = world.jobs[name]
     daemon.wait_job_log("metrics_failed", job, error=Contains("invalid JSON"))
-    assert world.rest_errors("/jobs/:jobid", "bad_payload") > 0
-    world.assert_not_rescaled(name)
-    _every_decision_says(daemon, job, "invalid JSON")
-    world.heal(name)
-
-
-def test_malformed_json_metrics_are_a_bad_payload(world: World) -> None:
-    name, daemon = "malformed", world.daemon
-    job = world.jobs[name]
-    daemon.wait_job_log("metrics_failed", job, error=Contains("invalid JSON"))
-    assert world.rest_errors("/jobs/:jobid/vertices/:vertexid/subtasks/metrics", "bad_payload") > 0
+    assert world.rest_errors(endpoint, "bad_payload") > 0
     world.assert_not_rescaled(name)
     _every_decision_says(daemon, job, "invalid JSON")
     world.heal(name)

@@ -154,7 +154,8 @@ async def test_a_rejected_put_is_an_error_and_leaves_no_pending_rescale():
     w = World(StubEvaluator({"Work": 3}), faults={"a": {("PUT", r".*/resource-requirements"): rejected}})
     report = await w.tick()
     outcomes = {o.job.name: o for o in report.outcomes}
-    assert outcomes["job-a"].outcome is Reason.AUTOSCALER_ERROR and "HTTP 400" in outcomes["job-a"].detail
+    # Flink's refusal, not our bug: ClusterError (an alert on AutoscalerError stays quiet)
+    assert outcomes["job-a"].outcome is Reason.CLUSTER_ERROR and "HTTP 400" in outcomes["job-a"].detail
     assert w.state.load("a/job-a").pending is None and w.state.load("a/job-a").history == ()
     assert outcomes["job-b"].outcome is Reason.SCALING
 
