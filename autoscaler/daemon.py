@@ -150,13 +150,12 @@ class Daemon:
         a replaced one set aside: ``autoscaler.state.sqlite_file``); asked before the leases, which
         live there. Every event is counted: each cluster's state went through it."""
         try:
-            what = await asyncio.to_thread(self.state.check_storage)
+            repaired = await asyncio.to_thread(self.state.check_storage) is not None
+            usable = True
         except Exception as exc:  # e.g. no room for the copy: acting on a file nobody sees is not safe
             log.error("state_database_check_failed", error=str(exc))
-            what, usable = f"the state database could not be checked: {exc}", False
-        else:
-            usable = True
-        if what is not None:
+            repaired, usable = False, False
+        if repaired or not usable:
             for c in self.clusters:
                 self.metrics.report_error(c.name, Reason.STATE_STORE_ERROR)
         return usable

@@ -341,7 +341,8 @@ class SparkEvaluator:
         """Start every window afresh if ``err`` says Spark lost them, on a new session if it lost ours;
         re-raise anything else (and a failing reconnect: the next tick tries again)."""
         lost = spark_error(err, _LOST_WINDOW)
-        gone = None if lost is not None else self._session_gone(err)
+        jvm_dead = not self._connect and not local_jvm_alive()
+        gone = None if lost is not None else self._session_gone(err, jvm_dead)
         if lost is None and gone is None:
             raise err
         jobs = len(self._rows_by_job)
@@ -351,7 +352,7 @@ class SparkEvaluator:
             self._on_lost("window")
             return
         assert self._reconnect is not None
-        if self._connect or local_jvm_alive():
+        if not jvm_dead:
             log.warning("spark_session_lost", jobs=jobs, detail=gone)
             # Stopped, the dead session stops being PySpark's default: the new one takes its place, which
             # Connect's DataFrames look up (the tick runs on worker threads that have no active session).
@@ -363,12 +364,12 @@ class SparkEvaluator:
         self._spark = self._reconnect()
         log.info("spark_session_reconnected")
 
-    def _session_gone(self, err: Exception) -> str | None:
+    def _session_gone(self, err: Exception, jvm_dead: bool) -> str | None:
         """Why our session is gone for good, or None (it is not, or there is no ``reconnect``)."""
         if self._reconnect is None:
             return None
         forgotten = spark_error(err, _GONE_SESSION)  # a Connect server that restarted
-        if forgotten is not None or self._connect or local_jvm_alive():
+        if forgotten is not None or not jvm_dead:
             return forgotten
         return f"the driver JVM is gone ({type(err).__name__}: {err})"
 
