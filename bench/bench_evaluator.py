@@ -25,7 +25,7 @@ from typing import Any
 
 from autoscaler.evaluate import SparkEvaluator, aggregate_window, create_spark_session, evaluate_vertices
 from autoscaler.evaluate.spark import ROW_DDL, collect_aggregates, rows_frame
-from autoscaler.evaluate.window import WindowBook
+from autoscaler.evaluate.window_book import WindowBook
 from autoscaler.model import Edge, JobRef, JobSample, JobTarget, JobTopology, VertexInfo, VertexSample
 from autoscaler.settings import AutoscalerOptions, SparkSettings
 

@@ -29,7 +29,15 @@ from dataclasses import fields, replace
 
 from autoscaler.model import JobSample, VertexId, VertexSample
 
-__all__ = ["COUNTERS", "LARGEST", "counters_fell", "sample_counters", "without_impossible"]
+__all__ = [
+    "COUNTERS",
+    "EVALUATED",
+    "LARGEST",
+    "counters_fell",
+    "known_metrics",
+    "sample_counters",
+    "without_impossible",
+]
 
 LARGEST = float(2**63)
 """No count, lag or rate of a Flink job reaches a Java long's range (module doc)."""
@@ -84,3 +92,30 @@ def sample_counters(sample: JobSample) -> tuple[float, ...]:
 def counters_fell(before: tuple[float, ...], after: tuple[float, ...]) -> bool:
     """Whether some counter known in both samples is lower in the second (unknown ones never count)."""
     return len(before) == len(after) and any(b > a for b, a in zip(before, after, strict=True))
+
+
+EVALUATED = (
+    "busy_time_ms_per_s",
+    "accumulated_busy_time_ms",
+    "accumulated_busy_time_agg_ms",
+    "num_records_in",
+    "num_records_out",
+)
+"""The read fields whose window rates or averages size a vertex and may come and go with a fault.
+
+Not the lag (a source's ``pendingRecords`` may be missing for a partition while its reader starts) nor
+the derived observed rate (unknown whenever nothing was busy): neither going missing for a while is a
+fault, and the window must not wait for them."""
+
+
+def known_metrics(sample: JobSample) -> int:
+    """A bit per vertex and :data:`EVALUATED` field, in a stable order, set where the value is known."""
+    bits, bit = 0, 1
+    vertices = sample.vertices
+    for vid in sorted(vertices):
+        v = vertices[vid]
+        for name in EVALUATED:
+            if not math.isnan(getattr(v, name)):
+                bits |= bit
+            bit <<= 1
+    return bits

@@ -22,7 +22,8 @@ from autoscaler.evaluate.aggregates import VertexAggregates, aggregate_custom_wi
 from autoscaler.evaluate.custom import ConfiguredEvaluator, unavailable
 from autoscaler.evaluate.formulas import evaluate_graph
 from autoscaler.evaluate.history import restart_time_s
-from autoscaler.evaluate.window import WindowBook, WindowStatus
+from autoscaler.evaluate.window import WindowStatus
+from autoscaler.evaluate.window_book import WindowBook
 from autoscaler.model import NAN, JobEvaluation, JobSample, VertexEvaluation, VertexId
 from autoscaler.plugins.metrics import JOB_SCOPE
 from autoscaler.reasons import Reason
@@ -160,7 +161,7 @@ class PythonEvaluator:
             Reason.PLUGIN_FAILED if missing else status.not_ready,
             restart_s if evaluated else NAN,
             custom_metrics=custom,
-            not_ready_detail="; ".join(missing),
+            not_ready_detail="; ".join(missing) or status.detail,
             evaluator_failures=failures,
             load_change_ms=status.load_change_ms,
             level_since_ms=status.level_since_ms,

@@ -62,7 +62,8 @@ from autoscaler.evaluate.spark_session import (
     local_jvm_alive,
     session_conf,
 )
-from autoscaler.evaluate.window import WindowBook, WindowStatus
+from autoscaler.evaluate.window import WindowStatus
+from autoscaler.evaluate.window_book import WindowBook
 from autoscaler.model import JobEvaluation, JobSample, VertexEvaluation, VertexId, VertexSample
 from autoscaler.plugins.metrics import JOB_SCOPE
 from autoscaler.reasons import Reason
@@ -471,7 +472,7 @@ def _job_evaluation(
         not_ready=Reason.PLUGIN_FAILED if missing else status.not_ready,
         restart_time_s=restart_s if evaluated else math.nan,
         custom_metrics=custom_metrics,
-        not_ready_detail="; ".join(missing),
+        not_ready_detail="; ".join(missing) or status.detail,
         evaluator_failures=failures,
         load_change_ms=status.load_change_ms,
         level_since_ms=status.level_since_ms,

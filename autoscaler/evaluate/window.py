@@ -1,5 +1,7 @@
 """Driver-side bookkeeping of each job's metric window (reference §1.4); no Spark in here.
 
+The rules for one job's window; :mod:`autoscaler.evaluate.window_book` keeps every job's between ticks.
+
 The rows themselves live in Spark; this module decides which of them count. Per job it remembers the
 RUNNING timestamp and vertex set of the last sample, the first sample after stabilization and the
 timestamps inside the window. A later RUNNING timestamp (restart or rescale) or a different vertex set
@@ -10,36 +12,37 @@ per book and are never reused, so a forgotten job that comes back cannot match i
 A load change inside the window (ours, ``metrics.load-change.threshold``) moves the window's start to
 its first sample of the new load, and a full window whose newest interval may be the start of one
 waits an interval (``LoadChanging``): ``evaluate/load_change.py`` says why and how a change is told.
+
+A metric that was unknown (NaN) and came back is known over part of the window only, and its rates
+span its known points only (the reference's ``getRate`` takes the first and last non-NaN points). Once
+the window is full by the clock, a busy-time rate over the one second since a fault healed, divided
+into a records rate over the whole window, made Work's capacity 1,482 rec/s instead of 1,250 and the
+job went 1 -> 2 instead of 1 -> 3 (the fault matrix, issue 12). So a window is full only when every
+evaluated metric known at its newest sample was known within its first half too
+(:data:`KNOWN_REACH`): a hole in the middle leaves the rates spanning the points around it, as before.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
-import structlog
-
-from autoscaler.collect.sanity import counters_fell, sample_counters
-from autoscaler.evaluate.load_change import load_changed, load_changing, offered_records
+from autoscaler.collect.sanity import counters_fell
+from autoscaler.evaluate.load_change import load_changed, load_changing
 from autoscaler.reasons import Reason
-
-if TYPE_CHECKING:
-    from autoscaler.model import JobSample
 
 __all__ = [
     "BOUNDARY_REACH",
+    "KNOWN_REACH",
     "MAX_LEVEL_RESETS",
     "JobWindow",
-    "WindowBook",
     "WindowStatus",
     "observe",
+    "slide",
     "window_start_ms",
 ]
 
-log = structlog.get_logger(__name__)
-
+KNOWN_REACH = 0.5  # a metric known now must be known within this share of the window from its start
 MAX_LEVEL_RESETS = 2  # load changes that may restart a window in a row before it has filled once
 BOUNDARY_REACH = 0.5  # the newest sample before the window's start counts if within this many windows
 
@@ -57,6 +60,7 @@ class JobWindow:
     last_ts_ms: int  # newest sample seen (kept or not), to reject duplicates and reordering
     timestamps: tuple[int, ...] = ()  # samples inside the window, ascending
     offered: tuple[float, ...] = ()  # the sources' offered records at each of those samples
+    known: tuple[int, ...] = ()  # which evaluated metrics each of those samples knew (a bit per metric)
     level_since_ms: int | None = None  # the first sample of a new load: the window starts no earlier
     level_resets: int = 0  # load changes that restarted the window since it was last full
     level_told: bool = False  # the first decision on the new load has been offered (WindowStatus)
@@ -80,6 +84,8 @@ class WindowStatus:
     # Until the first tick that may decide on a new load (after a load change): its first sample, since
     # which the load is known to have been at its level (a scale-down delay may count from it; decide.py).
     level_since_ms: int | None = None
+    # Full by the clock, but a metric known now was unknown through the window's first half (KNOWN_REACH).
+    metrics_returned: bool = False
 
     @property
     def not_ready(self) -> Reason | None:
@@ -87,11 +93,21 @@ class WindowStatus:
         full window whose newest interval may be the start of a load change (``LoadChanging``)."""
         if self.stabilizing:
             return Reason.STABILIZING
-        if not self.full or self.samples < 2:
+        if not self.full or self.samples < 2 or self.metrics_returned:
             return Reason.WINDOW_NOT_FULL
         if self.load_changing:
             return Reason.LOAD_CHANGING
         return None
+
+    @property
+    def detail(self) -> str:
+        """Why the window is not ready, in words, where its reason alone would mislead."""
+        if self.full and self.samples >= 2 and self.metrics_returned and not self.stabilizing:
+            return (
+                "metric window not full: metrics that were unknown came back within its second half, and "
+                "their rates would span only the time since (waiting until they span half of metrics.window)"
+            )
+        return ""
 
 
 def window_start_ms(window: JobWindow, now_ms: int, *, present: bool = True) -> int:
@@ -125,7 +141,8 @@ def window_start_ms(window: JobWindow, now_ms: int, *, present: bool = True) -> 
     return max(floor, before[-1] if before else soft)
 
 
-def _slide(window: JobWindow, now_ms: int, *, present: bool = True) -> JobWindow:
+def slide(window: JobWindow, now_ms: int, *, present: bool = True) -> JobWindow:
+    """Drop the samples that fell out of the window by ``now_ms`` (:func:`window_start_ms`)."""
     start = window_start_ms(window, now_ms, present=present)
     if not window.timestamps or window.timestamps[0] >= start:
         return window
@@ -134,6 +151,7 @@ def _slide(window: JobWindow, now_ms: int, *, present: bool = True) -> JobWindow
         window,
         timestamps=tuple(window.timestamps[i] for i in kept),
         offered=tuple(window.offered[i] for i in kept),
+        known=tuple(window.known[i] for i in kept),
     )
 
 
@@ -156,6 +174,7 @@ def _after_load_change(window: JobWindow, threshold: float) -> tuple[JobWindow, 
             first_stable_ts_ms=window.timestamps[-3],
             timestamps=window.timestamps[-2:],
             offered=window.offered[-2:],
+            known=window.known[-2:],
             level_resets=window.level_resets + 1,
             level_told=False,
         ),
@@ -186,6 +205,7 @@ def _status(
         load_changing=load_changing,
         counters_fell=counters_fell,
         level_since_ms=None if window.level_told else window.level_since_ms,
+        metrics_returned=_metrics_returned(window),
     )
 
 
@@ -200,6 +220,19 @@ def _told(window: JobWindow, status: WindowStatus) -> JobWindow:
     if window.level_since_ms is None or window.level_told or status.not_ready is not None:
         return window
     return replace(window, level_told=True)
+
+
+def _metrics_returned(window: JobWindow) -> bool:
+    """Whether a metric the newest sample knows was unknown through the window's first half (module doc)."""
+    if not window.known:
+        return False
+    reach = window.timestamps[0] + KNOWN_REACH * window.metrics_window_ms
+    early = 0
+    for ts, known in zip(window.timestamps, window.known, strict=True):
+        if ts > reach:
+            break
+        early |= known
+    return bool(window.known[-1] & ~early)
 
 
 def _full(window: JobWindow, now_ms: int) -> bool:
@@ -220,6 +253,7 @@ def observe(
     offered: float = math.nan,
     load_change_threshold: float = 0.0,
     counters: tuple[float, ...] = (),
+    known: int = 0,
 ) -> tuple[JobWindow, WindowStatus]:
     """Fold one sample into a job's window; ``new_epoch`` is used if the window (re)starts.
 
@@ -227,7 +261,9 @@ def observe(
     change restarts the window at its first sample of the new load (module doc). ``counters`` are the
     sample's cumulative counters (``collect/sanity.py``): one that fell since the last sample of the
     same job run (a reset without a restart, or a fault) starts the window over at this sample, so no
-    rate spans it.
+    rate spans it. ``known`` has a bit set for each evaluated metric the sample knows
+    (:func:`~autoscaler.collect.sanity.known_metrics`): one known now but not early in the window keeps
+    it from counting as full (module doc).
     """
     restarted = previous is not None and (
         running_since_ms > previous.running_since_ms or vertex_ids != previous.vertex_ids
@@ -256,7 +292,7 @@ def observe(
             metrics_window_ms=metrics_window_ms,
         )
     if ts_ms <= window.last_ts_ms:  # duplicate or out of order: nothing new to add
-        window = _slide(window, now_ms)
+        window = slide(window, now_ms)
         changing = _full(window, now_ms) and load_changing(_points(window), load_change_threshold)
         status = _status(window, now_ms, reset=False, kept=False, load_changing=changing)
         return _told(window, status), status
@@ -266,8 +302,13 @@ def observe(
         window = replace(window, first_stable_ts_ms=ts_ms)
     kept = ts_ms >= window_start_ms(window, now_ms)
     if kept:
-        window = replace(window, timestamps=(*window.timestamps, ts_ms), offered=(*window.offered, offered))
-    window = _slide(window, now_ms)
+        window = replace(
+            window,
+            timestamps=(*window.timestamps, ts_ms),
+            offered=(*window.offered, offered),
+            known=(*window.known, known),
+        )
+    window = slide(window, now_ms)
     change_ms, changing = None, False
     if kept:
         window, change_ms = _after_load_change(window, load_change_threshold)
@@ -291,107 +332,3 @@ def observe(
 
 def _points(window: JobWindow) -> tuple[tuple[int, float], ...]:
     return tuple(zip(window.timestamps, window.offered, strict=True))
-
-
-class WindowBook:
-    """Every job's :class:`JobWindow` between ticks; one thread at a time."""
-
-    def __init__(self) -> None:
-        self._windows: dict[str, JobWindow] = {}
-        self._next_epoch = 0
-
-    def observe(
-        self,
-        job_key: str,
-        *,
-        ts_ms: int,
-        running_since_ms: int,
-        vertex_ids: Iterable[str],
-        metrics_window_ms: int,
-        stabilization_ms: int,
-        now_ms: int,
-        offered: float = math.nan,
-        load_change_threshold: float = 0.0,
-        counters: tuple[float, ...] = (),
-    ) -> WindowStatus:
-        window, status = observe(
-            self._windows.get(job_key),
-            ts_ms=ts_ms,
-            running_since_ms=running_since_ms,
-            vertex_ids=frozenset(vertex_ids),
-            metrics_window_ms=metrics_window_ms,
-            stabilization_ms=stabilization_ms,
-            now_ms=now_ms,
-            new_epoch=self._next_epoch,
-            offered=offered,
-            load_change_threshold=load_change_threshold,
-            counters=counters,
-        )
-        if window.epoch == self._next_epoch:
-            self._next_epoch += 1
-        self._windows[job_key] = window
-        return status
-
-    def observe_sample(self, sample: JobSample, now_ms: int) -> WindowStatus:
-        """``observe`` with the window settings taken from the sample's own job options."""
-        options = sample.target.options
-        status = self.observe(
-            sample.job.key,
-            ts_ms=sample.ts_ms,
-            running_since_ms=sample.running_since_ms,
-            vertex_ids=sample.topology.vertices,
-            metrics_window_ms=round(options.metrics_window.total_seconds() * 1000),
-            stabilization_ms=round(options.stabilization_interval.total_seconds() * 1000),
-            now_ms=now_ms,
-            offered=offered_records(sample),
-            load_change_threshold=options.load_change_threshold,
-            counters=sample_counters(sample),
-        )
-        if status.counters_fell:
-            log.warning(
-                "metric_counters_fell",
-                cluster=sample.job.cluster,
-                job=sample.job.name,
-                detail="a cumulative counter fell since the last sample of this job run (a reset without "
-                "a restart, or a fault between Flink and the daemon): the metric window starts over here, "
-                "so no rate spans it",
-            )
-        return status
-
-    def retain(self, now_ms: int, present: Iterable[str] = ()) -> dict[str, tuple[int, int]]:
-        """Slide every window to ``now_ms``; return ``{job_key: (epoch, start_ms)}`` of rows to keep.
-
-        A job absent from this tick keeps its rows until they age out (a collection hiccup must not
-        restart a 15-minute window); once it holds none it is forgotten.
-        """
-        here = set(present)
-        keep: dict[str, tuple[int, int]] = {}
-        for key, window in list(self._windows.items()):
-            present = key in here
-            window = _slide(window, now_ms, present=present)
-            if not present and not window.timestamps:
-                del self._windows[key]
-                continue
-            self._windows[key] = window
-            keep[key] = (window.epoch, window_start_ms(window, now_ms, present=present))
-        return keep
-
-    def forget(self, job_keys: Iterable[str]) -> None:
-        for key in job_keys:
-            self._windows.pop(key, None)
-
-    def copy(self) -> WindowBook:
-        """A snapshot (windows are frozen, so a shallow copy is enough) to roll back a failed tick."""
-        book = WindowBook()
-        book._windows = dict(self._windows)
-        book._next_epoch = self._next_epoch
-        return book
-
-    def get(self, job_key: str) -> JobWindow | None:
-        return self._windows.get(job_key)
-
-    def __contains__(self, job_key: object) -> bool:
-        return job_key in self._windows
-
-    def __len__(self) -> int:
-        return len(self._windows)

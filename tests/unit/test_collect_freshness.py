@@ -27,7 +27,7 @@ from autoscaler.collect.freshness import FETCH_INTERVAL_FACTOR, fetch_interval_w
 from autoscaler.evaluate import SparkEvaluator
 from autoscaler.evaluate.aggregates import aggregate_window
 from autoscaler.evaluate.python import PythonEvaluator
-from autoscaler.evaluate.window import WindowBook
+from autoscaler.evaluate.window_book import WindowBook
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.models import JobDetails
 from autoscaler.metrics import MetricsReporter

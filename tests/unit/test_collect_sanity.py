@@ -8,6 +8,7 @@ once the fault had ended, the window's busy rate spanning from the negative poin
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 
 from collect_flink import SRC, WORK, FakeFlink, sample_job
 from test_window import RUNNING, S, feed
@@ -16,11 +17,13 @@ from autoscaler.collect import MetricNameCache
 from autoscaler.collect.sanity import counters_fell, without_impossible
 from autoscaler.evaluate.aggregates import aggregate_window
 from autoscaler.evaluate.python import PythonEvaluator
-from autoscaler.evaluate.window import WindowBook
+from autoscaler.evaluate.window_book import WindowBook
 from autoscaler.flink.client import FlinkClient
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import VertexSample
+from autoscaler.reasons import Reason
 from autoscaler.record import TickRecord
+from autoscaler.settings import AutoscalerOptions
 from autoscaler.testing import make_sample, make_topology
 
 pytest_plugins = ("collect_flink",)  # its fake and client fixtures
@@ -135,3 +138,62 @@ def test_a_counter_reset_reaches_the_evaluation_and_is_counted() -> None:
     assert fell == [False, False, False, True, False]
     labels = {"cluster": sample.job.cluster, "job": sample.job.name}
     assert metrics.registry.get_sample_value("flink_autoscaler_metric_counter_resets_total", labels) == 1
+
+
+def test_a_metric_that_came_back_must_span_half_the_window_before_it_is_judged() -> None:
+    """Fault matrix: after all-NaN subtask metrics healed, the window was full by the clock at once, and
+    a busy rate over the one second since, against a records rate over the whole window, sized Work
+    1 -> 2 instead of 1 -> 3. A metric known now must have been known within the window's first half."""
+    book = WindowBook()
+    first = RUNNING + 5 * 60 * S
+    kw = {"metrics_window_ms": 60 * S}
+    unknown = [feed(book, first + i * 5 * S, known=0b01, **kw) for i in range(13)]  # 60 s: full by the clock
+    assert unknown[-1].full and unknown[-1].not_ready is None  # what is unknown stays so: MetricsUnknown
+    healed_at = first + 13 * 5 * S
+    waiting = [feed(book, healed_at + i * 5 * S, known=0b11, **kw) for i in range(7)]  # 0 .. 30 s after
+    assert all(s.full and s.metrics_returned for s in waiting[:-1])
+    assert {s.not_ready for s in waiting[:-1]} == {Reason.WINDOW_NOT_FULL}
+    assert "came back" in waiting[0].detail
+    # 30 s after it came back it spans half of the 60 s window: judged again.
+    assert waiting[-1].not_ready is None and waiting[-1].detail == ""
+
+
+def test_a_hole_in_the_middle_of_the_window_delays_nothing() -> None:
+    """A metric unknown for a while inside the window: its rate spans the good points around the hole."""
+    book = WindowBook()
+    first = RUNNING + 5 * 60 * S
+    kw = {"metrics_window_ms": 60 * S}
+    masks = [0b11] * 5 + [0b01] * 4 + [0b11] * 20
+    statuses = [feed(book, first + i * 5 * S, known=m, **kw) for i, m in enumerate(masks)]
+    assert not any(s.metrics_returned for s in statuses)
+    assert all(s.not_ready is None for s in statuses[12:])
+
+
+def test_a_healed_fault_keeps_the_evaluation_waiting_with_a_reason_in_words() -> None:
+    """The evaluator passes the window's words on: an operator sees why a full window is not judged."""
+    topology = make_topology({"src": 1, "w": 1}, [("src", "w", "HASH")])
+    evaluator = PythonEvaluator()
+    options = AutoscalerOptions(enabled=True, metrics_window=timedelta(seconds=60))
+    first = RUNNING + 5 * 60 * S
+    outcomes = []
+    for i in range(20):
+        t = i * 5.0
+        healed = i >= 13
+        busy = 800.0 * t if healed else math.nan
+        vertices = {
+            "src": VertexSample(num_records_in=1000 * t, num_records_out=1000 * t, busy_time_ms_per_s=100.0),
+            "w": VertexSample(
+                num_records_in=1000 * t,
+                num_records_out=1000 * t,
+                busy_time_ms_per_s=800.0 if healed else math.nan,
+                accumulated_busy_time_ms=busy,
+                accumulated_busy_time_agg_ms=busy,
+            ),
+        }
+        sample = make_sample(
+            topology, ts_ms=first + i * 5 * S, running_since_ms=RUNNING, options=options, vertices=vertices
+        )
+        (evaluation,) = evaluator.evaluate([sample], sample.ts_ms).values()
+        outcomes.append((evaluation.not_ready, evaluation.not_ready_detail))
+    assert outcomes[13][0] is Reason.WINDOW_NOT_FULL and "came back" in outcomes[13][1]
+    assert outcomes[-1] == (None, "")

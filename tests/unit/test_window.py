@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from autoscaler.evaluate.window import WindowBook, WindowStatus
+from autoscaler.evaluate.window import WindowStatus
+from autoscaler.evaluate.window_book import WindowBook
 from autoscaler.reasons import Reason
 
 S = 1000  # ms

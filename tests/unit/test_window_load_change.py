@@ -11,7 +11,8 @@ import pytest
 from test_window import RUNNING, S, feed
 
 from autoscaler.evaluate.load_change import load_changed, load_changing
-from autoscaler.evaluate.window import MAX_LEVEL_RESETS, WindowBook, WindowStatus
+from autoscaler.evaluate.window import MAX_LEVEL_RESETS, WindowStatus
+from autoscaler.evaluate.window_book import WindowBook
 from autoscaler.reasons import Reason
 
 TICK = 5 * S

@@ -1,0 +1,132 @@
+"""Every job's metric window between ticks: the driver's book of :mod:`autoscaler.evaluate.window`.
+
+The window's rules are plain functions of one job's :class:`~autoscaler.evaluate.window.JobWindow`;
+this book keeps one per job, hands out epochs that are never reused, and turns a collected sample into
+the inputs those rules take (its offered load, cumulative counters and which metrics it knows).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import structlog
+
+from autoscaler.collect.sanity import known_metrics, sample_counters
+from autoscaler.evaluate.load_change import offered_records
+from autoscaler.evaluate.window import JobWindow, WindowStatus, observe, slide, window_start_ms
+
+if TYPE_CHECKING:
+    from autoscaler.model import JobSample
+
+__all__ = ["WindowBook"]
+
+log = structlog.get_logger(__name__)
+
+
+class WindowBook:
+    """Every job's :class:`JobWindow` between ticks; one thread at a time."""
+
+    def __init__(self) -> None:
+        self._windows: dict[str, JobWindow] = {}
+        self._next_epoch = 0
+
+    def observe(
+        self,
+        job_key: str,
+        *,
+        ts_ms: int,
+        running_since_ms: int,
+        vertex_ids: Iterable[str],
+        metrics_window_ms: int,
+        stabilization_ms: int,
+        now_ms: int,
+        offered: float = math.nan,
+        load_change_threshold: float = 0.0,
+        counters: tuple[float, ...] = (),
+        known: int = 0,
+    ) -> WindowStatus:
+        window, status = observe(
+            self._windows.get(job_key),
+            ts_ms=ts_ms,
+            running_since_ms=running_since_ms,
+            vertex_ids=frozenset(vertex_ids),
+            metrics_window_ms=metrics_window_ms,
+            stabilization_ms=stabilization_ms,
+            now_ms=now_ms,
+            new_epoch=self._next_epoch,
+            offered=offered,
+            load_change_threshold=load_change_threshold,
+            counters=counters,
+            known=known,
+        )
+        if window.epoch == self._next_epoch:
+            self._next_epoch += 1
+        self._windows[job_key] = window
+        return status
+
+    def observe_sample(self, sample: JobSample, now_ms: int) -> WindowStatus:
+        """``observe`` with the window settings taken from the sample's own job options."""
+        options = sample.target.options
+        status = self.observe(
+            sample.job.key,
+            ts_ms=sample.ts_ms,
+            running_since_ms=sample.running_since_ms,
+            vertex_ids=sample.topology.vertices,
+            metrics_window_ms=round(options.metrics_window.total_seconds() * 1000),
+            stabilization_ms=round(options.stabilization_interval.total_seconds() * 1000),
+            now_ms=now_ms,
+            offered=offered_records(sample),
+            load_change_threshold=options.load_change_threshold,
+            counters=sample_counters(sample),
+            known=known_metrics(sample),
+        )
+        if status.counters_fell:
+            log.warning(
+                "metric_counters_fell",
+                cluster=sample.job.cluster,
+                job=sample.job.name,
+                detail="a cumulative counter fell since the last sample of this job run (a reset without "
+                "a restart, or a fault between Flink and the daemon): the metric window starts over here, "
+                "so no rate spans it",
+            )
+        return status
+
+    def retain(self, now_ms: int, present: Iterable[str] = ()) -> dict[str, tuple[int, int]]:
+        """Slide every window to ``now_ms``; return ``{job_key: (epoch, start_ms)}`` of rows to keep.
+
+        A job absent from this tick keeps its rows until they age out (a collection hiccup must not
+        restart a 15-minute window); once it holds none it is forgotten.
+        """
+        here = set(present)
+        keep: dict[str, tuple[int, int]] = {}
+        for key, window in list(self._windows.items()):
+            present = key in here
+            window = slide(window, now_ms, present=present)
+            if not present and not window.timestamps:
+                del self._windows[key]
+                continue
+            self._windows[key] = window
+            keep[key] = (window.epoch, window_start_ms(window, now_ms, present=present))
+        return keep
+
+    def forget(self, job_keys: Iterable[str]) -> None:
+        for key in job_keys:
+            self._windows.pop(key, None)
+
+    def copy(self) -> WindowBook:
+        """A snapshot (windows are frozen, so a shallow copy is enough) to roll back a failed tick."""
+        book = WindowBook()
+        book._windows = dict(self._windows)
+        book._next_epoch = self._next_epoch
+        return book
+
+    def get(self, job_key: str) -> JobWindow | None:
+        return self._windows.get(job_key)
+
+    def __contains__(self, job_key: object) -> bool:
+        return job_key in self._windows
+
+    def __len__(self) -> int:
+        return len(self._windows)
