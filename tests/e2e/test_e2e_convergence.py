@@ -1,15 +1,21 @@
 """One restart per load change on a real cluster, on rates read exactly (issue 11, items 8 and 3).
 
-The lab's settings from issue 11: Flink fetches metrics every 5 s (``metrics.fetcher.update-interval``)
-and the daemon's loop runs every 5 s too, so many ticks find no new fetch due and Flink serves the last
-one again: a stale sample, which must add no point to the window. Only the daemon starts fetches: the
+The lab's settings from issue 11: Flink fetches metrics every 5 s (``metrics.fetcher.update-interval``).
+The daemon's loop runs every 4 s, a little faster than issue 11's 5 s, so that every other tick finds no
+new fetch due and Flink serves the last one again: a stale sample, which must add no point to the window.
+(A 5 s loop on the 5 s fetch met stale samples in most runs, but whether it does is left to the phase of
+the two clocks: one CI run met none, and so proved nothing about them.) Only the daemon starts fetches: the
 test watches the job through endpoints that do not (``JobWatcher(quiet=True)``). The daemon runs with
 the recommended profile (stated in its config, though it is the default) and short windows:
 stabilization 30 s, window 30 s, ``scale-down.interval`` 60 s.
 
 Work costs 800 us per record: 1,250 rec/s per subtask. At 3,000 rec/s it needs
 ceil(3000 / (1250 * 0.7)) = 4, so the job starts at 4 and is in its band (60 % busy). The load then
-drops to 800 rec/s, which one subtask carries (800 / 0.7 + 800 * 1 min / 30 min = 1,170 < 1,250):
+drops to 700 rec/s, which one subtask carries (700 / 0.7 + 700 * 1 min / 30 min = 1,023 < 1,250).
+Not 800 (1,170): at 20 % busy real Flink measures a subtask's capacity up to 9 % low (1,142-1,222
+rec/s at 4 x 200 rec/s against 1,245 at 64 % busy: busy time carries per-record overhead that does not
+shrink with the load), so a window then asked for 2, the scale-down delay kept the larger
+recommendation, and the job went 4 -> 2 -> 1. Then:
 
 - Work goes 4 -> 1 in one rescale (``scale-down.max-factor`` 0.8 allows it, and the window restarted at
   the load change decides on the new load only), no earlier than ``scale-down.interval`` after the drop
@@ -51,12 +57,12 @@ from harness import (
 
 pytestmark = pytest.mark.e2e
 
-TICK_S = 5
+TICK_S = 4  # below Flink's 5 s fetch interval: stale readings are certain, not left to chance
 TOLERANCE_S = TICK_S / 2
 WINDOW_S = 30
 INTERVAL_S = 60
-HIGH, LOW = 3000.0, 800.0
-STEADY_S = 150  # at the final parallelism, from Work running at it: about 17 full-window decisions
+HIGH, LOW = 3000.0, 700.0
+STEADY_S = 150  # at the final parallelism, from Work running at it: about 25 full-window decisions
 RATE_TOLERANCE = 0.02
 FETCH_SLACK_S = 2.0  # a tick's counters come from the fetch it waits for (metric_fetch_wait 1.5 s)
 NOT_FULL = ("Stabilizing", "WindowNotFull")
@@ -203,7 +209,7 @@ def test_a_load_drop_takes_one_rescale_and_a_steady_load_none(submit_job, run_da
         if (rate := t.value(SOURCE, "target_data_rate")) is None
         or abs(rate - offered) > RATE_TOLERANCE * offered
     ]
-    # Stale fetches were met (the 5 s loop on Flink's 5 s fetch interval) and none ended a tick.
+    # Stale fetches were met (the 4 s loop on Flink's 5 s fetch interval) and none ended a tick.
     assert stale_samples > 0
     assert "StaleMetrics" not in logged, evidence
     # Each reading is timed by its metric fetch (the task clock in /jobs/:id), not its tick: tick
