@@ -157,7 +157,11 @@ async def _run(settings: Settings, decisions_dir: Path | None = None) -> int:
 
     # Served before Spark starts: /healthz answers at once, /readyz says "starting" until the first tick.
     health = Health(settings.control_loop_interval.total_seconds())
-    metrics = MetricsReporter(health=health)
+    metrics = MetricsReporter(
+        health=health,
+        vertex_metrics=settings.vertex_metrics,
+        vertex_metrics_max_series=settings.vertex_metrics_max_series,
+    )
     address = settings.metrics_address
     try:
         server = serve_http(address, metrics.registry, health) if address else None

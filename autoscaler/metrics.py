@@ -2,22 +2,23 @@
 
 ``MetricsReporter`` is fed domain objects (evaluations, outcomes, errors, REST calls) and removes every
 series of a job that disappeared, vertex gauges and per-job counters alike, so dashboards never show a
-stale job. The vertex gauges are the reference's reported vertex metrics (``ScalingMetric.
-REPORTED_VERTEX_METRICS``), named ``flink_autoscaler_vertex_<metric>``.
+stale job. The per-vertex gauges, and the budget that bounds them (``vertex_metrics``,
+``vertex_metrics_max_series``), are :mod:`autoscaler.vertex_series`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import time
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from autoscaler.model import JobEvaluation, JobRef, VertexEvaluation, VertexId
+from autoscaler.model import JobEvaluation, JobRef, VertexId
 from autoscaler.reasons import Reason
+from autoscaler.settings.daemon_settings import VertexMetrics
+from autoscaler.vertex_series import VertexSeries
 
 if TYPE_CHECKING:
     from autoscaler.health import Health
@@ -25,78 +26,44 @@ if TYPE_CHECKING:
 
 __all__ = ["MetricsReporter"]
 
-_VERTEX_LABELS = ("cluster", "job", "vertex", "vertex_name")
+
 _JOB_LABELS = ("cluster", "job")
 
-
-def _attr(name: str) -> Callable[[JobEvaluation, VertexEvaluation], float | None]:
-    return lambda _evaluation, v: getattr(v, name)
-
-
-def _source_partitions(evaluation: JobEvaluation, v: VertexEvaluation) -> float | None:
-    """Known for sources only (NaN elsewhere), as in the reference's NUM_SOURCE_PARTITIONS."""
-    return evaluation.sample.num_source_partitions.get(v.vertex)
-
-
-# (metric suffix, help, how to read it from the evaluation)
-_VERTEX_GAUGES: tuple[tuple[str, str, Callable[[JobEvaluation, VertexEvaluation], float | None]], ...] = (
-    ("parallelism", "Current parallelism of the vertex", _attr("parallelism")),
-    ("recommended_parallelism", "Parallelism the autoscaler recommends", _attr("target_parallelism")),
-    ("max_parallelism", "Maximum parallelism (key groups) of the vertex", _attr("max_parallelism")),
-    (
-        "num_source_partitions",
-        "Partitions (splits) a source reads; NaN for other vertices",
-        _source_partitions,
-    ),
-    ("load", "Busy time ratio of the vertex (0..1)", _attr("load")),
-    (
-        "true_processing_rate",
-        "Records/s the vertex could process at full load",
-        _attr("true_processing_rate"),
-    ),
-    (
-        "target_data_rate",
-        "Records/s the vertex must process (input rate + lag growth)",
-        _attr("target_data_rate"),
-    ),
-    (
-        "catch_up_data_rate",
-        "Extra records/s needed to drain the backlog in catch-up.duration",
-        _attr("catch_up_data_rate"),
-    ),
-    ("lag", "Pending records at the source", _attr("lag")),
-    (
-        "scale_up_rate_threshold",
-        "Processing rate below which the vertex scales up",
-        _attr("scale_up_threshold"),
-    ),
-    (
-        "scale_down_rate_threshold",
-        "Processing rate above which the vertex scales down",
-        _attr("scale_down_threshold"),
-    ),
-    (
-        "expected_processing_rate",
-        "Processing rate expected at the recommended parallelism",
-        _attr("expected_processing_rate"),
-    ),
-)
 
 _ERROR_WORDS = {"FlinkUnreachable": "unreachable", "FlinkBadPayload": "bad_payload"}
 
 
 class MetricsReporter:
     """The daemon's metrics. ``health`` (optional) learns from :meth:`report_tick` and
-    :meth:`report_spark` that the loop is alive, so the daemon reports both in one call."""
+    :meth:`report_spark` that the loop is alive, so the daemon reports both in one call.
 
-    def __init__(self, registry: CollectorRegistry | None = None, *, health: Health | None = None) -> None:
+    ``vertex_metrics`` and ``vertex_metrics_max_series`` (0: no limit) bound the per-vertex series. Their
+    defaults here export everything, so a reporter built bare (tests, tools) hides nothing; the daemon
+    passes its settings, whose defaults keep a large daemon's page small. Only the gauges the mode exports
+    are registered, so a restart with another mode leaves no empty families behind.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        health: Health | None = None,
+        vertex_metrics: VertexMetrics = "all",
+        vertex_metrics_max_series: int = 0,
+    ) -> None:
+        if vertex_metrics not in get_args(VertexMetrics):
+            raise ValueError(
+                f"vertex_metrics must be one of {get_args(VertexMetrics)}, not {vertex_metrics!r}"
+            )
+        if vertex_metrics_max_series < 0:
+            raise ValueError("vertex_metrics_max_series must be >= 0 (0: no limit)")
         self.registry = registry or CollectorRegistry()
         self.health = health
+        self.vertex_metrics: VertexMetrics = vertex_metrics
+        self.vertex_metrics_max_series = vertex_metrics_max_series
         r = self.registry
-        self._vertex = {
-            name: (Gauge(f"flink_autoscaler_vertex_{name}", text, _VERTEX_LABELS, registry=r), read)
-            for name, text, read in _VERTEX_GAUGES
-        }
+        self.vertex = VertexSeries(r, vertex_metrics, vertex_metrics_max_series)
+        self.verification_ratio = self.vertex.verification_ratio
         self.scalings = Counter("flink_autoscaler_scalings", "Rescales issued", _JOB_LABELS, registry=r)
         self.balanced = Counter(
             "flink_autoscaler_balanced", "Ticks that ended without a change", _JOB_LABELS, registry=r
@@ -172,13 +139,6 @@ class MetricsReporter:
             _JOB_LABELS,
             registry=r,
         )
-        self.verification_ratio = Gauge(
-            "flink_autoscaler_scaling_verification_ratio",
-            "Processing capacity measured over the first full metric window after the vertex's last "
-            "rescale, over the capacity that rescale expected (1 = as expected)",
-            _VERTEX_LABELS,
-            registry=r,
-        )
         self.verifications = Counter(
             "flink_autoscaler_scaling_verifications",
             "Rescales verified over a full metric window, by result (as_expected, below_expected)",
@@ -250,9 +210,8 @@ class MetricsReporter:
             ("cluster",),
             registry=r,
         )
-        # Every metric with cluster and job labels, and its label names, for forget_jobs().
+        # Every per-job metric, and its label names, for forget_jobs(); the per-vertex ones are in the books.
         self._per_job: tuple[tuple[Counter | Gauge, tuple[str, ...]], ...] = (
-            *((gauge, _VERTEX_LABELS) for gauge, _ in self._vertex.values()),
             (self.scalings, _JOB_LABELS),
             (self.balanced, _JOB_LABELS),
             (self.decisions, (*_JOB_LABELS, "outcome")),
@@ -266,33 +225,20 @@ class MetricsReporter:
             (self.counter_resets, _JOB_LABELS),
             (self.rescales_stuck, _JOB_LABELS),
             (self.resubmissions, _JOB_LABELS),
-            (self.verification_ratio, _VERTEX_LABELS),
             (self.verifications, (*_JOB_LABELS, "result")),
         )
-        self._series: dict[str, set[tuple[str, ...]]] = {}  # job key -> its vertex label values
 
     # ------------------------------------------------------------------ per job
     def report_evaluation(self, evaluation: JobEvaluation) -> None:
-        job = evaluation.job
-        names = {v.id: v.name for v in evaluation.sample.topology}
-        seen: set[tuple[str, ...]] = set()
-        for v in evaluation.vertices.values():
-            labels = (job.cluster, job.name, v.vertex, names.get(v.vertex, v.vertex))
-            seen.add(labels)
-            for gauge, read in self._vertex.values():
-                value = read(evaluation, v)
-                gauge.labels(*labels).set(float(value) if value is not None else math.nan)
-        for stale in self._series.get(job.key, set()) - seen:
-            self._remove_vertex_series(stale)
-        self._series[job.key] = seen
+        """The job's per-vertex gauges, as far as the budget allows (:mod:`autoscaler.vertex_series`)."""
+        self.vertex.report(evaluation)
 
     def report_verification(
         self, job: JobRef, names: dict[VertexId, str], verification: ScalingVerification
     ) -> None:
-        """A rescale's verification: each measured vertex's ratio, and the result counted once."""
-        for vid, v in verification.vertices.items():
-            if not math.isnan(v.ratio):
-                self.verification_ratio.labels(job.cluster, job.name, vid, names.get(vid, vid)).set(v.ratio)
+        """A rescale's verification: each measured vertex's ratio (``vertex_metrics: all`` only, within the
+        cap), and the result counted once in every mode."""
+        self.vertex.report_ratios(job, names, verification)
         result = "as_expected" if verification.as_expected else "below_expected"
         self.verifications.labels(job.cluster, job.name, result).inc()
 
@@ -304,10 +250,10 @@ class MetricsReporter:
             self.balanced.labels(job.cluster, job.name).inc()
 
     def forget_jobs(self, job_keys: Iterable[str]) -> None:
-        """Remove every series (vertex gauges and per-job counters) of jobs that are gone."""
+        """Remove every series (vertex gauges and per-job counters) of jobs that are gone; their share of
+        the per-vertex cap goes to the next job that did not fit."""
         gone = set(job_keys)
-        for key in gone:
-            self._series.pop(key, None)
+        self.vertex.forget(gone)
         for metric, label_names in self._per_job:
             for labels in _label_sets(metric, label_names):
                 if f"{labels[0]}/{labels[1]}" in gone:
@@ -316,7 +262,7 @@ class MetricsReporter:
 
     def known_jobs(self) -> set[str]:
         """Keys of every job with a series: evaluated ones and those that only counted outcomes."""
-        keys = set(self._series)
+        keys = self.vertex.known_jobs()
         for metric, label_names in self._per_job:
             keys.update(f"{labels[0]}/{labels[1]}" for labels in _label_sets(metric, label_names))
         return keys
@@ -355,11 +301,6 @@ class MetricsReporter:
         self.rest_requests.labels(cluster, method, endpoint, status).inc()
         if error is not None:
             self.rest_errors.labels(cluster, method, endpoint, error).inc()
-
-    def _remove_vertex_series(self, labels: tuple[str, ...]) -> None:
-        for gauge in (*(g for g, _ in self._vertex.values()), self.verification_ratio):
-            with contextlib.suppress(KeyError):
-                gauge.remove(*labels)
 
 
 def _label_sets(metric: Counter | Gauge, label_names: tuple[str, ...]) -> set[tuple[str, ...]]:

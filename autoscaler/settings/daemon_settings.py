@@ -28,6 +28,11 @@ from autoscaler.settings.values import Duration
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 DECISION_HISTORY = 20  # decisions kept per job by default (decision_history)
 MAX_DECISION_HISTORY = 1000
+# The per-vertex Prometheus series: every reported gauge (all), the dashboard's set (scaling) or none.
+VertexMetrics = Literal["all", "scaling", "off"]
+# Default cap on per-vertex series: about 1.5 MB of /metrics however many jobs there are, so a 1,000-job
+# daemon's whole page stays near 2 MB (docs/operations.md, "Series budget").
+VERTEX_METRICS_MAX_SERIES = 10_000
 
 __all__ = ["ClusterSettings", "Settings", "SparkSettings"]
 
@@ -113,6 +118,23 @@ class Settings(BaseSettings):
         timedelta(seconds=10), description="Tick period; also the metric sample rate."
     )
     metrics_address: str = Field("127.0.0.1:9250", description="host:port for /metrics; empty disables.")
+    vertex_metrics: VertexMetrics = Field(
+        "scaling",
+        description="Which per-vertex series /metrics exports: all (every reported vertex gauge and the "
+        "scaling verification ratio), scaling (parallelism, recommended_parallelism, load, "
+        "true_processing_rate and target_data_rate per vertex, lag and catch_up_data_rate per source: what "
+        "the Grafana dashboard and the alert rules read) or off (none). Per-job and daemon-wide series are "
+        "exported in every mode.",
+    )
+    vertex_metrics_max_series: int = Field(
+        VERTEX_METRICS_MAX_SERIES,
+        ge=0,
+        description="At most this many per-vertex series, besides the sources' lag (which the StuckBacklog "
+        "alert reads); 0 means no limit. A job whose series do not fit beside those already exported "
+        "exports none of them (its sources' lag and per-job series stay) until other jobs vanish: counted "
+        "by flink_autoscaler_vertex_series_withheld_jobs and _vertex_series_dropped_total, logged once as "
+        "vertex_series_limit_reached. The default keeps a 1,000-job daemon's /metrics page near 2 MB.",
+    )
     log_format: Literal["console", "json"] = Field("console", description="Log output: console or json.")
     log_level: str = Field("INFO", description="Log level: DEBUG, INFO, WARNING or ERROR.")
 
@@ -123,6 +145,12 @@ class Settings(BaseSettings):
         if level not in LOG_LEVELS:
             raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
         return level
+
+    @field_validator("vertex_metrics", mode="before")
+    @classmethod
+    def _off_in_yaml(cls, v: Any) -> Any:
+        """YAML reads an unquoted ``off`` as false: ``vertex_metrics: off`` means what it says."""
+        return "off" if v is False else v
 
     @field_validator("metrics_address")
     @classmethod
