@@ -21,16 +21,23 @@ from autoscaler.collect import (
     FetchBook,
     FetchCheck,
     FetchTiming,
+    FetchWait,
     MetricNameCache,
+    NotRunning,
+    await_fetch,
     collect,
     collect_taskmanagers,
     fetch_interval_warning,
 )
-from autoscaler.collect.freshness import FETCH_INTERVAL_KEY
 from autoscaler.discover import discover
-from autoscaler.durations import parse_duration, to_ms
+from autoscaler.durations import to_ms
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkError, FlinkUnreachable
+from autoscaler.flink.jobmanager_config import (
+    FLINK_DEFAULT_COOLDOWN_MS,
+    flink_cooldown_ms,
+    flink_fetch_interval_ms,
+)
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobRef, JobSample, JobTarget, Unavailable
 from autoscaler.plugins.configured import PluginInstances
@@ -43,22 +50,15 @@ from autoscaler.settings import AutoscalerOptions, ClusterSettings, Settings
 from autoscaler.state import StateStore
 
 __all__ = [
-    "FLINK_DEFAULT_COOLDOWN_MS",
     "ClusterSession",
     "Clusters",
     "Collected",
-    "flink_cooldown_ms",
-    "flink_fetch_interval_ms",
 ]
 
 log = structlog.get_logger(__name__)
 
-FLINK_DEFAULT_COOLDOWN_MS = 30_000
 _CONFIG_REFRESH_MS = 5 * 60_000
-_COOLDOWN_KEYS = (
-    "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling",
-    "jobmanager.adaptive-scheduler.scaling-interval.min",  # Flink < 2.0 spelling, the deprecated fallback
-)
+_FETCH_PROBES = 3  # jobs tried in turn to watch for the tick's metric fetch (one that restarts fails)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +81,7 @@ class ClusterSession:
     fetches: FetchBook = field(default_factory=FetchBook)  # each job's last reading: new fetch or stale?
     jobs: set[str] = field(default_factory=set)  # job keys seen at the last successful discovery
     refs: dict[str, JobRef] = field(default_factory=dict)  # by key: the jobs it found to autoscale then
+    job_configs: dict[str, Mapping[str, str]] = field(default_factory=dict)  # by JobID, while it runs
     flink_cooldown_ms: int = FLINK_DEFAULT_COOLDOWN_MS  # the adaptive scheduler's, from /jobmanager/config
     # metrics.fetcher.update-interval from /jobmanager/config; None: not read or not set (Flink's default)
     metric_fetch_interval_ms: int | None = None
@@ -189,7 +190,7 @@ class Clusters:
         if not await self._hold_lease(cluster, rec.now_ms):
             return [], None
         try:
-            discovery = await discover(cluster.client, cluster.settings, cluster.options)
+            discovery = await discover(cluster.client, cluster.settings, cluster.options, cluster.job_configs)
         except FlinkError as exc:
             return self._unreadable(cluster, exc, only_job), str(exc)
         await cluster.read_flink_config(rec.now_ms)
@@ -248,9 +249,12 @@ class Clusters:
     async def _collect_targets(
         self, cluster: ClusterSession, targets: list[JobTarget], now_ms: int
     ) -> list[JobSample | Unavailable]:
+        """The cluster's work first, once (the wait for the tick's metric fetch, the TaskManagers), then
+        each job's own reads: ``/jobs/:id`` and one query per vertex (``autoscaler.collect.fetch``)."""
+        fetch_wait_s = cluster.settings.metric_fetch_wait.total_seconds() if self._fetch_wait else 0.0
+        await self._await_fetch(cluster, targets, fetch_wait_s)
         taskmanagers = await collect_taskmanagers(cluster.client, cluster.names)
         taskmanagers = await fetch_taskmanager_resources(cluster.client, taskmanagers)  # for quota checks
-        fetch_wait_s = cluster.settings.metric_fetch_wait.total_seconds() if self._fetch_wait else 0.0
         timing = FetchTiming(
             fetch_interval_ms=cluster.fetch_interval_ms,
             loop_interval_ms=to_ms(self.settings.control_loop_interval),
@@ -265,7 +269,6 @@ class Clusters:
                         now_ms,
                         cluster.names,
                         taskmanagers,
-                        fetch_wait_s=fetch_wait_s,
                         fetches=FetchCheck(cluster.fetches, timing),
                         providers=metric_providers(
                             t.options, plugins=self.plugins, evaluators=self.evaluators
@@ -275,6 +278,28 @@ class Clusters:
                 )
             )
         )
+
+    async def _await_fetch(self, cluster: ClusterSession, targets: list[JobTarget], wait_s: float) -> None:
+        """Wait (up to ``wait_s``) for the metric fetch this tick starts to land, watching one job.
+
+        Flink's fetch is cluster-wide, so one job shows it for all. The probe is a job read last tick
+        (its reading then tells a fetch that landed already), the first that answers of a few; a cluster
+        whose probes all fail is read without waiting, and each job's own reads tell what they got.
+        """
+        known = [t for t in targets if t.job.key in cluster.fetches]
+        probes = (known or targets)[:_FETCH_PROBES]
+        wait = FetchWait(wait_s, asyncio.sleep)
+        for target in probes:
+            last = cluster.fetches.last_reading(target.job.key)
+            try:
+                landed = await await_fetch(cluster.client, target.job.job_id, last, wait)
+            except (NotRunning, FlinkError) as exc:
+                log.debug("fetch_probe_failed", cluster=cluster.name, job=target.job.key, error=str(exc))
+                continue
+            log.debug(
+                "metric_fetch_awaited", cluster=cluster.name, probe=target.job.key, landed=landed is not None
+            )
+            return
 
     # ------------------------------------------------------------------ leases
     async def _hold_lease(self, cluster: ClusterSession, now_ms: int) -> bool:
@@ -361,35 +386,3 @@ class Clusters:
         for c in self.sessions:
             with contextlib.suppress(Exception):
                 await c.client.aclose()
-
-
-def flink_fetch_interval_ms(jobmanager_config: Mapping[str, str]) -> int | None:
-    """``metrics.fetcher.update-interval`` from ``/jobmanager/config``; None if unset or unreadable.
-
-    Flink 1.x spells it in milliseconds (a bare number, which Flink's duration syntax also reads as ms),
-    2.x may give a duration ("10 s"); both parse here. A value Flink itself would reject (negative) is
-    not trusted either.
-    """
-    value = jobmanager_config.get(FETCH_INTERVAL_KEY)
-    if value is None:
-        return None
-    try:
-        interval_ms = to_ms(parse_duration(value))
-    except ValueError:
-        log.warning("unparsable_metric_fetch_interval", key=FETCH_INTERVAL_KEY, value=value)
-        return None
-    if interval_ms < 0:
-        log.warning("unparsable_metric_fetch_interval", key=FETCH_INTERVAL_KEY, value=value)
-        return None
-    return interval_ms
-
-
-def flink_cooldown_ms(jobmanager_config: Mapping[str, str]) -> int:
-    """The adaptive scheduler's cooldown from ``/jobmanager/config``; Flink's default if unset or bad."""
-    for key in _COOLDOWN_KEYS:
-        if key in jobmanager_config:
-            try:
-                return to_ms(parse_duration(jobmanager_config[key]))
-            except ValueError:
-                log.warning("unparsable_flink_cooldown", key=key, value=jobmanager_config[key])
-    return FLINK_DEFAULT_COOLDOWN_MS

@@ -5,13 +5,17 @@ Options are layered as in the reference's standalone daemon: the daemon's and th
 configuration or a failed per-job fetch costs that job only, never the cluster's other jobs, and the two
 are told apart: a configuration that could not be read (5xx, unreachable, an unreadable answer) makes
 the job unavailable this tick (``Discovery.unreadable``), not an invalid-options event.
+
+A running job's configuration cannot change (a new one means a new submission, with a new JobID), so
+it is read once per JobID and kept while the job runs (``configs``): one request per cluster and tick
+for discovery, not one per job.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,11 +57,16 @@ class Discovery:
 
 
 async def discover(
-    client: FlinkClient, cluster: ClusterSettings, base_options: AutoscalerOptions
+    client: FlinkClient,
+    cluster: ClusterSettings,
+    base_options: AutoscalerOptions,
+    configs: MutableMapping[str, Mapping[str, str]] | None = None,
 ) -> Discovery:
     """List the cluster's running streaming jobs and resolve their options.
 
-    Raises the FlinkError of ``/jobs/overview``: a cluster that cannot be listed is the daemon's to handle.
+    ``configs`` (JobID -> configuration) keeps each job's configuration between ticks: read when a
+    JobID is new, dropped when it no longer runs. Raises the FlinkError of ``/jobs/overview``: a
+    cluster that cannot be listed is the daemon's to handle.
     """
     jobs = await client.jobs_overview()
     # Re-applying the cluster keys is harmless if base_options already holds them, and right if not.
@@ -80,7 +89,10 @@ async def discover(
             candidates.append(job)
         else:
             not_running.append(ref)
-    confs = await asyncio.gather(*(_job_configuration(client, job) for job in candidates))
+    known: MutableMapping[str, Mapping[str, str]] = configs if configs is not None else {}
+    for jid in set(known) - {job.jid for job in candidates}:
+        del known[jid]
+    confs = await asyncio.gather(*(_job_configuration(client, job, known) for job in candidates))
 
     targets: list[JobTarget] = []
     disabled: list[JobRef] = []
@@ -137,14 +149,21 @@ def _duplicate_names(jobs: list[JobOverview]) -> dict[str, int]:
     return {name: n for name, n in counts.items() if n > 1}
 
 
-async def _job_configuration(client: FlinkClient, job: JobOverview) -> dict[str, str] | FlinkError:
+async def _job_configuration(
+    client: FlinkClient, job: JobOverview, known: MutableMapping[str, Mapping[str, str]]
+) -> Mapping[str, str] | FlinkError:
+    """The job's configuration: as read for its JobID before, else read now (and kept)."""
+    if (conf := known.get(job.jid)) is not None:
+        return conf
     try:
-        return await client.job_configuration(job.jid)
+        conf = await client.job_configuration(job.jid)
     except FlinkError as err:
         log.warning(
             "job_config_fetch_failed", cluster=client.cluster, job_id=job.jid, job=job.name, error=str(err)
         )
         return err
+    known[job.jid] = conf
+    return conf
 
 
 def _read_failure(target: JobTarget, err: FlinkError) -> Unavailable:

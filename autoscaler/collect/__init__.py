@@ -4,7 +4,8 @@ Never partial: scaling on half a picture is worse than skipping a tick. The coll
 because it is one conversation with Flink's lazy metric store, in modules by what they read:
 
 - ``job``: ``collect()``, one job's sample, including the warm-up retry of a job's first collection;
-- ``fetch``: ``/jobs/:id``, and the wait for the metric fetch the tick started to land;
+- ``fetch``: ``/jobs/:id``, the wait (once per cluster) for the metric fetch the tick started to land,
+  and telling a job read across a fetch;
 - ``freshness``: whether a tick read a new fetch or the last one again (stale), and the warning when
   the loop is too fast for the cluster's fetch interval;
 - ``names``: the metric-name cache (only listed names are ever queried);
@@ -15,6 +16,7 @@ because it is one conversation with Flink's lazy metric store, in modules by wha
 
 from __future__ import annotations
 
+from autoscaler.collect.fetch import FetchWait, NotRunning, await_fetch
 from autoscaler.collect.freshness import (
     FLINK_DEFAULT_FETCH_INTERVAL_MS,
     FetchBook,
@@ -34,7 +36,10 @@ __all__ = [
     "FetchBook",
     "FetchCheck",
     "FetchTiming",
+    "FetchWait",
     "MetricNameCache",
+    "NotRunning",
+    "await_fetch",
     "collect",
     "collect_taskmanagers",
     "fetch_interval_warning",

@@ -154,6 +154,11 @@ class FetchBook:
         expired = _expired(age_ms, ticks, timing) if age_ms > timing.stale_limit_ms else None
         return Freshness(last.ts_ms, ticks, expired)
 
+    def last_reading(self, job_key: str) -> Reading | None:
+        """The job's reading at the last tick that read it (what a new fetch must differ from)."""
+        last = self._last.get(job_key)
+        return last.reading if last is not None else None
+
     def forget(self, job_key: str) -> None:
         self._last.pop(job_key, None)
 

@@ -1,37 +1,42 @@
 """The collect stage for one job: ``collect()``, which puts the other modules of the package together.
 
-It reads ``/jobs/:id``, lists and reads every live vertex (standard and custom metrics at once), waits for
-the tick's metric fetch and reads the vertices again after it, then asks the cluster's fetch book
-whether the reading is new or the last fetch again (``freshness``). Flink's metric fetcher is lazy, so the
-very first queries of a job can come back ``[]``: on a job's first collection, when a vertex's answer is
-empty or lacks a required name, the job is therefore collected once more after a short pause (the
-warm-up) before the tick is given up as ``PARTIAL_METRICS``.
+It reads ``/jobs/:id``, lists (when the cached names will not do) and reads every live vertex (standard
+and custom metrics at once), once: the cluster already waited for the tick's metric fetch
+(:func:`~autoscaler.collect.fetch.await_fetch`). A fetch that landed between the job's answers is told
+by :func:`~autoscaler.collect.fetch.fetches_differ`, and the job is read once more. Then the cluster's
+fetch book says whether the reading is new or the last fetch again (``freshness``).
+
+Flink's metric fetcher is lazy, so the very first queries of a job can come back ``[]``: on a job's
+first collection, when a vertex's answer is empty or lacks a required name, the job is therefore
+collected once more after a short pause (the warm-up) before the tick is given up as
+``PARTIAL_METRICS``.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import structlog
 
 from autoscaler.collect.custom import custom_job_metrics, read_custom_vertices, settled
 from autoscaler.collect.fetch import (
-    FetchWait,
+    FETCH_POLL_S,
     NotRunning,
     Sleep,
-    after_the_fetch,
+    fetches_differ,
     read_job_details,
     require_running,
 )
 from autoscaler.collect.freshness import FetchCheck, StaleMetrics
 from autoscaler.collect.names import MetricNameCache, listed_vertex_names
 from autoscaler.collect.sanity import without_impossible
-from autoscaler.collect.vertices import FINISHED, MissingMetrics, finished_sample, read_vertices
+from autoscaler.collect.vertices import FINISHED, MissingMetrics, VertexRead, finished_sample, read_vertices
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkError, FlinkUnreachable
 from autoscaler.flink.metric_names import source_partitions
+from autoscaler.flink.models import JobDetails
 from autoscaler.model import HEAP_USAGE_RATIO, JobSample, JobTarget, TaskManagerSample, Unavailable
 from autoscaler.plugins.metrics import EXTERNAL_METRICS_BUDGET_S, ConfiguredProvider, declared_vertex_names
 from autoscaler.reasons import Reason
@@ -53,14 +58,10 @@ async def collect(
     providers: Sequence[ConfiguredProvider] = (),
     external_budget_s: float = EXTERNAL_METRICS_BUDGET_S,
     warm_up_pause_s: float = WARM_UP_PAUSE_S,
-    fetch_wait_s: float = 0.0,
     fetches: FetchCheck | None = None,
     sleep: Sleep = asyncio.sleep,
 ) -> JobSample | Unavailable:
     """Never raises: every failure becomes an Unavailable with a reason and a readable detail.
-
-    ``fetch_wait_s`` is how long to wait for the metric fetch the tick started (see ``after_the_fetch``);
-    0 reads ``/jobs/:id`` once more and no longer waits.
 
     ``fetches`` (the cluster's :class:`~autoscaler.collect.freshness.FetchBook` and timing) tells a new
     reading from the last fetch served again: a stale sample keeps the time it was first read at and
@@ -68,7 +69,8 @@ async def collect(
     Without it every reading counts as new.
 
     ``sleep(warm_up_pause_s)`` is awaited at most once, on a job's first collection, before collecting
-    it once more because an answer was incomplete (tests pass 0 or a recording sleep).
+    it once more because an answer was incomplete; ``sleep(FETCH_POLL_S)`` before reading a job again
+    whose answers came from two fetches (tests pass a recording sleep).
 
     ``providers`` are the job's metric providers (:func:`autoscaler.plugins.metrics.metric_providers`).
     Their TaskManager and external metrics are read while the standard ones are, their vertex metrics
@@ -88,7 +90,7 @@ async def collect(
             taskmanagers,
             providers,
             lambda: sleep(warm_up_pause_s),
-            FetchWait(fetch_wait_s, sleep),
+            lambda: sleep(FETCH_POLL_S),
             fetches,
         )
         if job_level is not None:
@@ -131,56 +133,118 @@ async def _collect(
     taskmanagers: TaskManagerSample,
     providers: Sequence[ConfiguredProvider],
     pause: Callable[[], Awaitable[object]],
-    wait: FetchWait,
+    short_pause: Callable[[], Awaitable[object]],
     fetches: FetchCheck | None,
 ) -> JobSample:
-    """One attempt; on a job's first collection a second one after the pause if metrics were missing.
+    """One reading; on a job's first collection a second one after the pause if metrics were missing.
 
     The whole collection is repeated, ``/jobs/:id`` included: its IO counters come from the same lazy
     metric store, so they are as stale as the empty answer was.
     """
     job = target.job
     try:
-        return await _collect_once(client, target, now_ms, cache, taskmanagers, providers, wait, fetches)
+        reading = await _read_mixed_once(client, target, now_ms, cache, providers, short_pause)
     except MissingMetrics as err:
         if cache.is_warm(job.key, job.job_id):
             raise
         # The lazy fetcher answered from an empty or older fetch; our queries triggered a new one.
         log.info("metrics_warm_up", job=job.key, detail=str(err))
-    await pause()
-    return await _collect_once(client, target, now_ms, cache, taskmanagers, providers, wait, fetches)
+        await pause()
+        reading = await _read_mixed_once(client, target, now_ms, cache, providers, short_pause)
+    cache.mark_warm(job.key, job.job_id)
+    return _sample(reading, target, now_ms, taskmanagers, fetches)
 
 
-async def _collect_once(
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """One job's answers of one tick: ``/jobs/:id`` and each live vertex's query and answer."""
+
+    details: JobDetails
+    names: Mapping[str, Sequence[str]]
+    read: Mapping[str, VertexRead]
+    custom: Mapping[str, Mapping[str, float]]
+
+    @property
+    def mixed(self) -> bool:
+        """Whether a fetch landed between ``/jobs/:id`` and the vertex answers (see ``fetches_differ``)."""
+        busy = {
+            vid: answer[query.accumulated_busy].sum
+            for vid, (query, answer) in self.read.items()
+            if query.accumulated_busy is not None and query.accumulated_busy in answer
+        }
+        return fetches_differ(self.details, busy)
+
+
+async def _read_mixed_once(
     client: FlinkClient,
     target: JobTarget,
     now_ms: int,
     cache: MetricNameCache,
-    taskmanagers: TaskManagerSample,
     providers: Sequence[ConfiguredProvider],
-    wait: FetchWait,
-    fetches: FetchCheck | None,
-) -> JobSample:
+    short_pause: Callable[[], Awaitable[object]],
+) -> _Reading:
+    """The job's answers, read again once after a short pause if a fetch landed among them.
+
+    A fetch lands within a fraction of a second, so the second reading is whole; if it is still not (the
+    two sides of the check never agree on this cluster), it is kept as it is, with a log line.
+    """
+    reading = await _read(client, target, now_ms, cache, providers)
+    if not reading.mixed:
+        return reading
+    log.info("metric_fetch_landed_mid_read", job=target.job.key)
+    await short_pause()
+    reading = await _read(client, target, now_ms, cache, providers)
+    if reading.mixed:
+        log.warning(
+            "metric_fetches_disagree",
+            job=target.job.key,
+            detail="the busy time in /jobs/:id and in the vertices' answers differed twice in a row; the "
+            "second reading is used",
+        )
+    return reading
+
+
+async def _read(
+    client: FlinkClient,
+    target: JobTarget,
+    now_ms: int,
+    cache: MetricNameCache,
+    providers: Sequence[ConfiguredProvider],
+) -> _Reading:
     job = target.job
     details = await read_job_details(client, job.job_id)
     require_running(details)
     topology = details.topology()
     live = [v.id for v in topology if v.status != FINISHED]
     custom = declared_vertex_names(providers, topology) if providers else {}
-    names = await listed_vertex_names(client, job.job_id, job.key, topology, live, cache, custom)
+    names = await listed_vertex_names(
+        client,
+        job.job_id,
+        job.key,
+        topology,
+        live,
+        cache,
+        custom,
+        now_ms=now_ms,
+        running_since_ms=details.running_since_ms,
+    )
     (read, missing), custom_values = await asyncio.gather(
         read_vertices(client, job.job_id, topology, names, live),
         read_custom_vertices(client, job.job_id, names, custom, live),
     )
     _raise_missing(missing, live, cache, job.key)
-    fetched = await after_the_fetch(client, details, wait)
-    if fetched is not None:  # read the vertices again, as of the fetch /jobs/:id now shows
-        if fetched.topology() != topology:
-            raise MissingMetrics(f"job {details.name} ({details.jid}) changed while its metrics were read")
-        read, missing = await read_vertices(client, job.job_id, topology, names, live)
-        _raise_missing(missing, live, cache, job.key)
-        details = fetched
-    cache.mark_warm(job.key, job.job_id)
+    return _Reading(details, names, read, custom_values)
+
+
+def _sample(
+    reading: _Reading,
+    target: JobTarget,
+    now_ms: int,
+    taskmanagers: TaskManagerSample,
+    fetches: FetchCheck | None,
+) -> JobSample:
+    job, details = target.job, reading.details
+    topology = details.topology()
     fresh = fetches.judge(job.key, details, now_ms) if fetches is not None else None
     if fresh is not None and fresh.expired is not None:
         raise StaleMetrics(fresh.expired)
@@ -189,10 +253,11 @@ async def _collect_once(
         log.info("metrics_stale_sample", job=job.key, age_s=age_s, ticks=fresh.stale_ticks)
     # A finished vertex has no running subtasks to report; like the reference, it counts as idle.
     vertices = {v.id: finished_sample(details, v.id) for v in topology if v.status == FINISHED}
-    for vid, (query, answer) in read.items():
+    for vid, (query, answer) in reading.read.items():
         vertices[vid] = query.sample(answer, details, target)
+    names = reading.names
     partitions = {
-        vid: n for vid in live if topology.is_source(vid) and (n := source_partitions(names[vid])) > 0
+        vid: n for vid in reading.read if topology.is_source(vid) and (n := source_partitions(names[vid])) > 0
     }
     vertices, invalid = without_impossible(vertices, {v.id: v.name for v in topology})
     return JobSample(
@@ -203,7 +268,7 @@ async def _collect_once(
         vertices={vid: vertices[vid] for vid in topology.vertices},
         taskmanagers=taskmanagers,
         num_source_partitions=partitions,
-        custom_vertex_metrics=custom_values,
+        custom_vertex_metrics=reading.custom,
         stale_ticks=fresh.stale_ticks if fresh is not None else 0,
         invalid_values=invalid,
     )

@@ -1,9 +1,12 @@
 """Which metric names a job's vertices and the cluster's TaskManagers list, remembered between ticks.
 
 Only names that the names endpoint listed are ever queried (Flink answers ``[]`` as soon as one requested
-name is unknown), and names are cached per job until its vertex set changes, except for sources, whose
-``pendingRecords`` gauge appears lazily and is therefore re-listed every tick. The cache also remembers
-which JobID of a job was once collected completely (the warm-up, :mod:`autoscaler.collect.job`).
+name is unknown), and names are cached per job until its vertex set changes. A source's listing is
+renewed now and then (:func:`_relist_source`): its ``pendingRecords`` gauge appears lazily, and its
+partitions, counted from the names, may grow. Re-listing every source on every tick cost a request per
+source per tick (issue 13: a job's reads are to be ``/jobs/:id`` and one query per vertex). The cache
+also remembers which JobID of a job was once collected completely (the warm-up,
+:mod:`autoscaler.collect.job`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ _T = TypeVar("_T")
 class _JobNames:
     vertex_ids: frozenset[str]
     by_vertex: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    listed_ms: dict[str, int] = field(default_factory=dict)  # when each vertex's names were listed
 
 
 class MetricNameCache:
@@ -69,10 +73,16 @@ class MetricNameCache:
             entry = self._jobs[job_key] = _JobNames(vertex_ids)
         return dict(entry.by_vertex)
 
-    def store(self, job_key: str, vertex_id: str, names: Sequence[str]) -> None:
+    def store(self, job_key: str, vertex_id: str, names: Sequence[str], listed_ms: int = 0) -> None:
         entry = self._jobs.get(job_key)
         if entry is not None and vertex_id in entry.vertex_ids:
             entry.by_vertex[vertex_id] = tuple(names)
+            entry.listed_ms[vertex_id] = listed_ms
+
+    def listed_ms(self, job_key: str, vertex_id: str) -> int | None:
+        """When the vertex's cached names were listed; None if none are cached."""
+        entry = self._jobs.get(job_key)
+        return entry.listed_ms.get(vertex_id) if entry is not None else None
 
     def taskmanager_query(self, cluster: str) -> tuple[str, ...] | None:
         return self._tm.get(cluster)
@@ -91,6 +101,11 @@ class MetricNameCache:
         self._tm_listing[cluster] = frozenset(names)
 
 
+SOURCE_RELIST_MS = 5 * 60_000  # a source's partitions may grow: its names are listed again this often
+PENDING_RELIST_MS = 60_000  # a source without pendingRecords in its names is listed again this often ...
+PENDING_EARLY_MS = 2 * 60_000  # ... and on every tick this long after its job run started
+
+
 async def listed_vertex_names(
     client: FlinkClient,
     job_id: str,
@@ -99,23 +114,46 @@ async def listed_vertex_names(
     live: Sequence[str],
     cache: MetricNameCache,
     custom: Mapping[VertexId, Sequence[str]] | None = None,
+    *,
+    now_ms: int = 0,
+    running_since_ms: int = 0,
 ) -> dict[str, tuple[str, ...]]:
-    """Listed names per live vertex: cached, except sources (``pendingRecords`` appears lazily) and
-    vertices whose cached listing lacks a declared custom name (user metrics appear lazily too)."""
+    """Listed names per live vertex: cached, except vertices never listed completely, sources due again
+    (:func:`_relist_source`) and vertices whose cached listing lacks a declared custom name (user metrics
+    appear lazily too)."""
     cached = cache.vertex_names(job_key, frozenset(topology.vertices))
     custom = custom or {}
-    to_list = [
-        vid
-        for vid in live
-        if topology.is_source(vid) or vid not in cached or _lacks(cached[vid], custom.get(vid, ()))
-    ]
+
+    def due(vid: str) -> bool:
+        if vid not in cached or _lacks(cached[vid], custom.get(vid, ())):
+            return True
+        listed_ms = cache.listed_ms(job_key, vid) or 0
+        return topology.is_source(vid) and _relist_source(cached[vid], listed_ms, now_ms, running_since_ms)
+
+    to_list = [vid for vid in live if due(vid)]
     listed = await _gather({vid: client.vertex_metric_names(job_id, vid) for vid in to_list})
     names = {**cached, **{vid: tuple(n) for vid, n in listed.items()}}
     for vid in to_list:
         # Only a listing with the required names is worth keeping (the first listing can be empty).
-        if not topology.is_source(vid) and matching(FlinkMetric.BUSY_TIME_PER_SEC, names[vid]):
-            cache.store(job_key, vid, names[vid])
+        if matching(FlinkMetric.BUSY_TIME_PER_SEC, names[vid]):
+            cache.store(job_key, vid, names[vid], now_ms)
     return names
+
+
+def _relist_source(names: Sequence[str], listed_ms: int, now_ms: int, running_since_ms: int) -> bool:
+    """Whether a source's cached names are due to be listed again.
+
+    Every :data:`SOURCE_RELIST_MS` (new partitions show as new names); while its listing lacks a
+    ``pendingRecords`` gauge (a Kafka source registers it only once its readers have fetched), on every
+    tick for :data:`PENDING_EARLY_MS` after the job run started and every :data:`PENDING_RELIST_MS`
+    after that (a source that never reports a lag costs a listing a minute, not one a tick).
+    """
+    age_ms = now_ms - listed_ms
+    if age_ms >= SOURCE_RELIST_MS:
+        return True
+    if matching(FlinkMetric.PENDING_RECORDS, names):
+        return False
+    return now_ms - running_since_ms < PENDING_EARLY_MS or age_ms >= PENDING_RELIST_MS
 
 
 async def _gather(calls: Mapping[str, Awaitable[_T]]) -> dict[str, _T]:

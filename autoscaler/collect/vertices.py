@@ -25,6 +25,8 @@ __all__ = [
     "FINISHED",
     "VERTEX_AGGREGATES",
     "MissingMetrics",
+    "VertexQuery",
+    "VertexRead",
     "finished_sample",
     "observed_true_processing_rate",
     "read_vertices",
@@ -65,7 +67,8 @@ def observed_true_processing_rate(
     return in_per_s / (1.0 - backpressured_ms_per_s / 1000.0)
 
 
-_Read = tuple["_VertexQuery", Mapping[str, AggregatedMetric]]
+VertexRead = tuple["VertexQuery", Mapping[str, AggregatedMetric]]
+"""A vertex's query and its answer."""
 
 
 async def read_vertices(
@@ -74,7 +77,7 @@ async def read_vertices(
     topology: JobTopology,
     names: Mapping[str, Sequence[str]],
     vertex_ids: Sequence[str],
-) -> tuple[dict[str, _Read], dict[str, MissingMetrics]]:
+) -> tuple[dict[str, VertexRead], dict[str, MissingMetrics]]:
     """Query every vertex at once: the complete answers, and why the others are incomplete.
 
     Any other failure (HTTP, unreachable) is raised once every query has finished.
@@ -83,7 +86,7 @@ async def read_vertices(
         *(_read_vertex(client, job_id, topology, vid, names[vid]) for vid in vertex_ids),
         return_exceptions=True,
     )
-    read: dict[str, _Read] = {}
+    read: dict[str, VertexRead] = {}
     missing: dict[str, MissingMetrics] = {}
     for vid, result in zip(vertex_ids, results, strict=True):
         if isinstance(result, MissingMetrics):
@@ -97,8 +100,8 @@ async def read_vertices(
 
 async def _read_vertex(
     client: FlinkClient, job_id: str, topology: JobTopology, vid: str, listed: Sequence[str]
-) -> _Read:
-    query = _VertexQuery.plan(topology, vid, listed)
+) -> VertexRead:
+    query = VertexQuery.plan(topology, vid, listed)
     answer = await client.vertex_metrics(job_id, vid, query.names, VERTEX_AGGREGATES)
     query.check_answer(answer)
     return query, answer
@@ -118,7 +121,7 @@ def finished_sample(details: JobDetails, vid: str) -> VertexSample:
 
 
 @dataclass(frozen=True, slots=True)
-class _VertexQuery:
+class VertexQuery:
     """Which listed names to ask for one vertex, and how to read the answer."""
 
     vertex_id: str
@@ -134,7 +137,7 @@ class _VertexQuery:
     pending: tuple[str, ...]  # sources: every *.pendingRecords
 
     @classmethod
-    def plan(cls, topology: JobTopology, vid: str, listed: Sequence[str]) -> _VertexQuery:
+    def plan(cls, topology: JobTopology, vid: str, listed: Sequence[str]) -> VertexQuery:
         vertex = topology.vertices[vid]
         source = topology.is_source(vid)
         busy = matching(FlinkMetric.BUSY_TIME_PER_SEC, listed)

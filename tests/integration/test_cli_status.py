@@ -110,6 +110,7 @@ async def test_status_says_since_when_the_cluster_could_not_be_read_for_a_job(ru
     await running.tick(10)  # scales Work 1 -> 3
     await running.tick(60)  # in band
     running.flink.faults[("GET", r"/jobs/[0-9a-f]+/jobmanager/config")] = httpx.ConnectError("refused")
+    running.daemon.clusters["prod"].job_configs.clear()  # as after a restart: read once per JobID
     await running.tick(10)
     first = datetime.fromtimestamp(running.clock.now_ms() / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     await running.tick(10)

@@ -42,7 +42,8 @@ class FakeFlink:
     recorded numRecordsOutPerSecond: a source emits what it reads), numRecordsIn/Out = 123362 (the source's
     write-records in job.json), accumulateBusyTimeMs = each vertex's accumulated-busy-time in job.json
     (one subtask each, so min = max = avg = sum; flink-rest.md §4 shows the counter aggregating like any
-    other), and an Aggregate vertex that lists Work's task-level names.
+    other), and an Aggregate vertex that lists Work's task-level names (its busy counter's min, max and
+    avg differ, so the aggregator's choice shows; its sum is job.json's, as one fetch gives).
     """
 
     def __init__(self) -> None:
@@ -69,7 +70,7 @@ class FakeFlink:
                 "busyTimeMsPerSecond": {"min": 2.0, "max": 4.0, "avg": 3.0, "sum": 3.0},
                 "backPressuredTimeMsPerSecond": {"max": 0.0, "avg": 0.0, "sum": 0.0},
                 "numRecordsInPerSecond": {"max": 1247.6, "avg": 1247.6, "sum": 1247.6},
-                "accumulateBusyTimeMs": {"min": 20.0, "max": 40.0, "avg": 30.0, "sum": 90.0},
+                "accumulateBusyTimeMs": {"min": 20.0, "max": 40.0, "avg": 30.0, "sum": 317.0},
             },
         }
         self.tm_listing = _names("tm_metrics_names.json")

@@ -2,8 +2,8 @@
 
 Built on ``collect_flink.FakeFlink`` (the recorded answers and their REST semantics). Every request is
 answered from the last fetch; then, if that fetch started more than ``interval_ms`` ago (strictly, as
-Flink compares), a new one starts and lands right after the answer, so the daemon's second read of
-``/jobs/:id`` sees it. The job reads ``rate`` records/s at the source and passes them all on; each
+Flink compares), a new one starts and lands right after the answer, so the daemon's next read (after
+the cluster's wait for the fetch, a job's own ``/jobs/:id``) sees it. The job reads ``rate`` records/s at the source and passes them all on; each
 subtask is busy half of the time while records flow and idle otherwise, so the time counters of
 ``/jobs/:id`` move with the clock whatever the rate, as Flink's do.
 """
@@ -91,6 +91,8 @@ class LazyFlink(FakeFlink):
                     }
                 )
             vertex["metrics"] = metrics
+        for vid in self.values:  # the vertices' busy counters, from the same fetch as /jobs/:id's
+            self.values[vid]["accumulateBusyTimeMs"] = _same(float(busy) if self.clocked else 0.0)
         for name in _SOURCE_COUNTERS:
             self.values[SRC][name] = {"max": float(records), "avg": float(records), "sum": float(records)}
         self.values[SRC]["Source__BacklogSource.numRecordsInPerSecond"] = _same(self._rate)

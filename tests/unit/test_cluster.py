@@ -8,8 +8,8 @@ import httpx
 import pytest
 from daemon_world import World
 
-from autoscaler.cluster import FLINK_DEFAULT_COOLDOWN_MS as DEFAULT
-from autoscaler.cluster import flink_cooldown_ms
+from autoscaler.flink.jobmanager_config import FLINK_DEFAULT_COOLDOWN_MS as DEFAULT
+from autoscaler.flink.jobmanager_config import flink_cooldown_ms
 from autoscaler.reasons import Reason
 from autoscaler.testing import StubEvaluator
 

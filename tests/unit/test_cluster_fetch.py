@@ -12,9 +12,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from autoscaler.clock import FakeClock
-from autoscaler.cluster import flink_fetch_interval_ms
 from autoscaler.daemon import Daemon
 from autoscaler.events import EventLog
+from autoscaler.flink.jobmanager_config import flink_fetch_interval_ms
 from autoscaler.metrics import MetricsReporter
 from autoscaler.reasons import Reason
 from autoscaler.settings import ClusterSettings, Settings

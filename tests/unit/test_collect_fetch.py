@@ -1,10 +1,13 @@
-"""collect() reads a tick's metrics as of the one fetch the tick started (``autoscaler/collect/fetch.py``)."""
+"""A tick's metrics come from the one fetch it started (``autoscaler/collect/fetch.py``): the cluster waits
+for it once (``await_fetch``), then each job reads ``/jobs/:id`` and its vertices once, and a job whose
+answers straddle a fetch that landed among them is read again (``fetches_differ``)."""
 
 from __future__ import annotations
 
 import pytest
 from collect_flink import (
     AGG,
+    JID,
     NOW_MS,
     SRC,
     TARGET,
@@ -12,89 +15,69 @@ from collect_flink import (
     FakeFlink,
     RecordingSleep,
     sample_job,
-    unavailable_job,
 )
 
-from autoscaler.collect import MetricNameCache, collect
+from autoscaler.collect import FetchWait, MetricNameCache, await_fetch, collect
+from autoscaler.collect.fetch import FETCH_POLL_S, fetches_differ, io_reading
 from autoscaler.flink.client import FlinkClient
 from autoscaler.model import JobSample, TaskManagerSample
-from autoscaler.reasons import Reason
 
 pytest_plugins = ("collect_flink",)  # its fake and client fixtures
 
 
-# ----------------------------------------------------------------------------------------- one fetch per tick
 def _next_fetch(fake: FakeFlink) -> None:
-    """What a later fetch of Flink's stores: 6,000 more records read by the source, 3,000 more pending."""
+    """What a later fetch of Flink's stores: 6,000 more records read by the source, 3,000 more pending,
+    and 500 ms more busy time on every vertex (a fetch moves the time counters, in both answers)."""
     for vertex in fake.job["vertices"]:
+        metrics = vertex["metrics"]
         if vertex["id"] == SRC:
-            metrics = vertex["metrics"]
-            vertex["metrics"] = {**metrics, "write-records": metrics["write-records"] + 6000}
+            metrics = {**metrics, "write-records": metrics["write-records"] + 6000}
+        vertex["metrics"] = {**metrics, "accumulated-busy-time": metrics["accumulated-busy-time"] + 500}
+    for vid in (SRC, WORK, AGG):
+        busy = fake.values[vid]["accumulateBusyTimeMs"]
+        fake.values[vid]["accumulateBusyTimeMs"] = {**busy, "sum": busy["sum"] + 500}
     name = "Source__BacklogSource.pendingRecords"
     fake.values[SRC][name] = {k: float(v) + 3000 for k, v in fake.values[SRC][name].items()}
 
 
-async def test_a_fetch_landing_after_jobs_details_is_read_whole(fake: FakeFlink, client: FlinkClient) -> None:
+# ------------------------------------------------------------------------------------ the job's own reads
+async def test_without_a_fetch_landing_each_vertex_and_jobs_details_are_read_once(
+    fake: FakeFlink, client: FlinkClient
+) -> None:
+    """Issue 13: a job used to cost 17 to 31 requests a tick; now /jobs/:id and one query per vertex
+    (and the sources' name listing, which is the names module's to ration)."""
+    cache = MetricNameCache()
+    await sample_job(client, cache)
+    fake.queried.clear()
+    reads = fake.details_reads
+    await sample_job(client, cache)
+    assert [key for key, _ in fake.queried] == [SRC, WORK, AGG]
+    assert fake.details_reads == reads + 1
+
+
+async def test_a_fetch_landing_among_the_answers_is_told_and_the_job_read_again_whole(
+    fake: FakeFlink, client: FlinkClient
+) -> None:
     """Counters from /jobs/:id and pendingRecords from the vertex answer come from the same fetch.
 
-    On a real cluster, the fetch the tick started landed between the two in about a fifth of the ticks,
-    and a 30 s window's source rate was then off by up to 25 %."""
-    cache = MetricNameCache()
+    On a real cluster, a fetch landed between the two in about a fifth of the ticks, and a 30 s window's
+    source rate was then off by up to 25 %. The busy-time counter, in both answers, tells it."""
+    cache, sleep = MetricNameCache(), RecordingSleep()
     before = await sample_job(client, cache)
     fake.queried.clear()
-    fake.fetch_lands = lambda: _next_fetch(fake)  # lands right after the tick's first /jobs/:id
-    after = await sample_job(client, cache)
+    fake.fetch_lands = lambda: _next_fetch(fake)  # lands right after the tick's /jobs/:id
+    after = await sample_job(client, cache, sleep=sleep)
     src_before, src_after = before.vertices[SRC], after.vertices[SRC]
     assert src_after.num_records_out - src_before.num_records_out == 6000
     assert src_after.pending_records - src_before.pending_records == 3000
-    assert [key for key, _ in fake.queried] == [SRC, WORK, AGG] * 2  # the vertices, read again after it
+    assert [key for key, _ in fake.queried] == [SRC, WORK, AGG] * 2  # read again after it
+    assert sleep.pauses == [FETCH_POLL_S]
 
 
-async def test_without_a_fetch_landing_the_vertices_are_read_once(
+async def test_a_job_rescaled_while_read_is_read_again_as_it_runs_now(
     fake: FakeFlink, client: FlinkClient
 ) -> None:
-    cache = MetricNameCache()
-    await sample_job(client, cache)
-    fake.queried.clear()
-    reads = fake.details_reads
-    await sample_job(client, cache)
-    assert [key for key, _ in fake.queried] == [SRC, WORK, AGG]
-    assert fake.details_reads == reads + 2  # /jobs/:id before and after the vertices
-
-
-async def test_the_tick_waits_for_its_fetch_then_reads_the_vertices_after_it(
-    fake: FakeFlink, client: FlinkClient
-) -> None:
-    """A fetch that lands after every read of the tick would leave the sample a tick old."""
-    cache, sleep = MetricNameCache(), RecordingSleep()
-    before = await sample_job(client, cache)
-    fake.queried.clear()
-    reads = fake.details_reads
-    fake.fetch_lands = lambda: _next_fetch(fake)
-    # Lands right after the sixth answer: /jobs/:id, the source's listing, 3 vertices, /jobs/:id again.
-    fake.requests_before_landing = 5
-    result = await collect(client, TARGET, NOW_MS, cache, TaskManagerSample(), fetch_wait_s=1.0, sleep=sleep)
-    assert isinstance(result, JobSample)
-    assert result.vertices[SRC].num_records_out - before.vertices[SRC].num_records_out == 6000
-    assert result.vertices[SRC].pending_records - before.vertices[SRC].pending_records == 3000
-    assert sleep.pauses == [0.1]  # landed during the first pause: one more /jobs/:id saw it
-    assert fake.details_reads == reads + 3
-    assert [key for key, _ in fake.queried] == [SRC, WORK, AGG] * 2
-
-
-async def test_an_idle_job_waits_at_most_fetch_wait(fake: FakeFlink, client: FlinkClient) -> None:
-    """Counters that never move (no records, or no fetch started) keep the first reading."""
-    cache, sleep = MetricNameCache(), RecordingSleep()
-    before = await sample_job(client, cache)
-    fake.queried.clear()
-    result = await collect(client, TARGET, NOW_MS, cache, TaskManagerSample(), fetch_wait_s=0.5, sleep=sleep)
-    assert isinstance(result, JobSample)
-    assert result.vertices == before.vertices
-    assert sum(sleep.pauses) == pytest.approx(0.5)
-    assert [key for key, _ in fake.queried] == [SRC, WORK, AGG]
-
-
-async def test_a_job_rescaled_while_read_is_skipped_not_mixed(fake: FakeFlink, client: FlinkClient) -> None:
+    """A fetch that lands with a rescale: the second reading is of the new job run, whole."""
     cache = MetricNameCache()
     await sample_job(client, cache)
 
@@ -103,6 +86,61 @@ async def test_a_job_rescaled_while_read_is_skipped_not_mixed(fake: FakeFlink, c
         fake.set_vertex(WORK, parallelism=2)
 
     fake.fetch_lands = rescaled
-    result = await unavailable_job(client, cache)
-    assert result.reason is Reason.PARTIAL_METRICS
-    assert "changed while its metrics were read" in result.detail
+    sample = await sample_job(client, cache)
+    assert sample.topology.vertices[WORK].parallelism == 2
+
+
+def test_answers_of_one_fetch_agree_on_the_busy_time_and_unknown_tells_nothing(fake: FakeFlink) -> None:
+    from autoscaler.flink.models import JobDetails
+
+    details = JobDetails.model_validate(fake.job)
+    same = {SRC: 641.0, WORK: 89002.0, AGG: 317.0}
+    assert not fetches_differ(details, same)
+    assert fetches_differ(details, {**same, WORK: 89502.0})
+    assert not fetches_differ(details, {**same, WORK: float("nan")})
+    assert not fetches_differ(details, {SRC: 641.5})  # within a millisecond: longs against doubles
+
+
+# ------------------------------------------------------------------------------ the cluster's one wait
+async def test_the_cluster_waits_for_the_fetch_its_first_read_started(
+    fake: FakeFlink, client: FlinkClient
+) -> None:
+    """A fetch that lands after every read of the tick would leave the tick's samples a tick old."""
+    sleep = RecordingSleep()
+    last = io_reading(await client.job_details(JID))
+    reads = fake.details_reads
+    fake.fetch_lands = lambda: _next_fetch(fake)
+    fake.requests_before_landing = 1  # lands after the first poll: the second one sees it
+    landed = await await_fetch(client, JID, last, FetchWait(1.0, sleep))
+    assert landed is not None and io_reading(landed) != last
+    assert sleep.pauses == [FETCH_POLL_S, FETCH_POLL_S]
+    assert fake.details_reads == reads + 3
+    assert fake.queried == []  # no vertex is read while waiting
+
+
+async def test_a_fetch_that_landed_before_the_wait_is_taken_at_once(
+    fake: FakeFlink, client: FlinkClient
+) -> None:
+    """The probe's reading at the last tick is what a new fetch must differ from, not its first read
+    now: a fetch that another client started and that landed already needs no wait."""
+    sleep = RecordingSleep()
+    last = io_reading(await client.job_details(JID))
+    _next_fetch(fake)
+    landed = await await_fetch(client, JID, last, FetchWait(1.0, sleep))
+    assert landed is not None and sleep.pauses == []
+
+
+async def test_no_fetch_landing_waits_at_most_the_wait(fake: FakeFlink, client: FlinkClient) -> None:
+    """Counters that never move (no fetch was due, or it has not landed): the jobs are read anyway and
+    the fetch book tells each stale reading."""
+    sleep = RecordingSleep()
+    last = io_reading(await client.job_details(JID))
+    assert await await_fetch(client, JID, last, FetchWait(0.5, sleep)) is None
+    assert sum(sleep.pauses) == pytest.approx(0.5)
+
+
+async def test_collect_itself_never_waits_for_a_fetch(fake: FakeFlink, client: FlinkClient) -> None:
+    cache, sleep = MetricNameCache(), RecordingSleep()
+    await sample_job(client, cache)
+    result = await collect(client, TARGET, NOW_MS, cache, TaskManagerSample(), sleep=sleep)
+    assert isinstance(result, JobSample) and sleep.pauses == []

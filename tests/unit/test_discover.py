@@ -56,6 +56,26 @@ def ref(jid: str, name: str) -> JobRef:
     return JobRef(cluster="prod", job_id=jid, name=name)
 
 
+async def test_a_jobs_configuration_is_read_once_per_jobid_and_dropped_when_it_stops(
+    flink: respx.MockRouter, client: FlinkClient
+) -> None:
+    """Issue 13: discovery read every job's configuration on every tick; a running job's cannot change."""
+    other = "c" * 32
+    overview = flink.get("/jobs/overview").respond(
+        json={"jobs": [overview_job(JID, "a"), overview_job(other, "b")]}
+    )
+    conf_a = flink.get(f"/jobs/{JID}/jobmanager/config").respond(json=job_conf({}))
+    conf_b = flink.get(f"/jobs/{other}/jobmanager/config").respond(json=job_conf({}))
+    configs: dict[str, Any] = {}
+    for _ in range(3):
+        found = await discover(client, CLUSTER, ENABLED, configs)
+        assert [t.job.name for t in found.targets] == ["a", "b"]
+    assert (conf_a.call_count, conf_b.call_count) == (1, 1)
+    overview.respond(json={"jobs": [overview_job(JID, "a")]})  # b stopped: its configuration goes
+    await discover(client, CLUSTER, ENABLED, configs)
+    assert set(configs) == {JID}
+
+
 async def test_the_recorded_job_is_a_target(flink: respx.MockRouter, client: FlinkClient) -> None:
     flink.get("/jobs/overview").respond(json=load_fixture("jobs_overview.json"))
     flink.get(f"/jobs/{JID}/jobmanager/config").respond(json=load_fixture("jobmanager_config.json"))
@@ -230,6 +250,7 @@ async def test_a_500_on_a_jobs_configuration_is_the_job_unread_this_tick_not_inv
     w.transports["a"].faults[("GET", r"/jobs/[0-9a-f]+/jobmanager/config")] = httpx.Response(
         500, json={"errors": ["java.lang.IllegalStateException: boom\n\tat x.y(Z.java:1)"]}
     )
+    w.daemon.clusters["a"].job_configs.clear()  # as after a restart: a configuration is read once per JobID
     outcomes.clear()
 
     report = await w.tick()

@@ -1,0 +1,53 @@
+"""What the daemon reads from a cluster's ``/jobmanager/config``: the adaptive scheduler's cooldown and the
+metric fetcher's interval, each with Flink's default when the cluster does not say or says it badly."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import structlog
+
+from autoscaler.collect.freshness import FETCH_INTERVAL_KEY
+from autoscaler.durations import parse_duration, to_ms
+
+__all__ = ["FLINK_DEFAULT_COOLDOWN_MS", "flink_cooldown_ms", "flink_fetch_interval_ms"]
+
+log = structlog.get_logger(__name__)
+
+FLINK_DEFAULT_COOLDOWN_MS = 30_000
+_COOLDOWN_KEYS = (
+    "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling",
+    "jobmanager.adaptive-scheduler.scaling-interval.min",  # Flink < 2.0 spelling, the deprecated fallback
+)
+
+
+def flink_fetch_interval_ms(jobmanager_config: Mapping[str, str]) -> int | None:
+    """``metrics.fetcher.update-interval`` from ``/jobmanager/config``; None if unset or unreadable.
+
+    Flink 1.x spells it in milliseconds (a bare number, which Flink's duration syntax also reads as ms),
+    2.x may give a duration ("10 s"); both parse here. A value Flink itself would reject (negative) is
+    not trusted either.
+    """
+    value = jobmanager_config.get(FETCH_INTERVAL_KEY)
+    if value is None:
+        return None
+    try:
+        interval_ms = to_ms(parse_duration(value))
+    except ValueError:
+        log.warning("unparsable_metric_fetch_interval", key=FETCH_INTERVAL_KEY, value=value)
+        return None
+    if interval_ms < 0:
+        log.warning("unparsable_metric_fetch_interval", key=FETCH_INTERVAL_KEY, value=value)
+        return None
+    return interval_ms
+
+
+def flink_cooldown_ms(jobmanager_config: Mapping[str, str]) -> int:
+    """The adaptive scheduler's cooldown from ``/jobmanager/config``; Flink's default if unset or bad."""
+    for key in _COOLDOWN_KEYS:
+        if key in jobmanager_config:
+            try:
+                return to_ms(parse_duration(jobmanager_config[key]))
+            except ValueError:
+                log.warning("unparsable_flink_cooldown", key=key, value=jobmanager_config[key])
+    return FLINK_DEFAULT_COOLDOWN_MS
