@@ -73,7 +73,9 @@ def test_sigkill_after_a_rescale_loses_no_history_or_cooldown_and_never_rescales
             # Stable across the restart, as the systemd unit's: the lease is taken back at once.
             "instance_id: sim-daemon\n"
             "spark:\n  master: local[1]\n"
-            "autoscaler:\n  job.autoscaler.enabled: true\n  job.autoscaler.metrics.window: 20 s\n"
+            # Longer than the restarted daemon's start (Spark's JVM) on a loaded 2-core machine: with 20 s,
+            # a CI run found every stored row older than the window by its first tick, and restored none.
+            "autoscaler:\n  job.autoscaler.enabled: true\n  job.autoscaler.metrics.window: 40 s\n"
             "  job.autoscaler.stabilization.interval: 10 s\n"
         )
         config = tmp_path / "config.yaml"

@@ -401,6 +401,7 @@ def _ticks_equal_the_oracle(session: Any) -> None:
     b_running = T0
     b_samples: list[JobSample] = []
     want: dict[str, Any] = {}
+    ready = 0  # evaluations compared on a window that was judged, not only waiting ones
     for tick in range(9):
         now = T0 + tick * 10_000
         if tick == 4:
@@ -441,12 +442,14 @@ def _ticks_equal_the_oracle(session: Any) -> None:
         ), tick
         if tick == 1:
             assert got["c1/d"].not_ready is Reason.STABILIZING
-        if tick == 3:
-            assert got["c1/a"].not_ready is None and got["c1/a"].window_full
+        if tick == 3:  # full by the clock; a metric with holes all through its first half may hold it back
+            assert got["c1/a"].window_full
+        ready += sum(1 for e in got.values() if e.not_ready is None)
         if tick == 6:
             ours.forget(["c1/a"])
             oracle.forget(["c1/a"])
     assert got["c1/b"].vertices and got["c1/b"].window_full  # the restarted job refilled its window
+    assert ready >= 5, ready  # 11 with these seeds: most windows with holes are judged
     # A restarted daemon: a fresh evaluator given b's stored samples (any order) resumes b's window.
     resumed = SparkEvaluator(session)
     last = b_samples[-1]
