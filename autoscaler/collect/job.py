@@ -195,7 +195,11 @@ async def _read_mixed_once(
     await short_pause()
     reading = await _read(client, target, now_ms, cache, providers)
     if reading.mixed:
-        log.warning(
+        # Right after a (re)start the subtasks register their metrics one by one (seen once per rescale
+        # on the lab cluster, never in a steady run): not worth a warning while the job stabilizes.
+        since_ms = now_ms - reading.details.running_since_ms
+        settling = since_ms < target.options.stabilization_interval.total_seconds() * 1000
+        (log.info if settling else log.warning)(
             "metric_fetches_disagree",
             job=target.job.key,
             detail="the busy time in /jobs/:id and in the vertices' answers differed twice in a row; the "

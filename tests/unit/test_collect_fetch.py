@@ -4,6 +4,9 @@ answers straddle a fetch that landed among them is read again (``fetches_differ`
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
+
 import pytest
 from collect_flink import (
     AGG,
@@ -21,6 +24,7 @@ from autoscaler.collect import FetchWait, MetricNameCache, await_fetch, collect
 from autoscaler.collect.fetch import FETCH_POLL_S, fetches_differ, io_reading
 from autoscaler.flink.client import FlinkClient
 from autoscaler.model import JobSample, TaskManagerSample
+from autoscaler.settings import AutoscalerOptions
 
 pytest_plugins = ("collect_flink",)  # its fake and client fixtures
 
@@ -144,3 +148,24 @@ async def test_collect_itself_never_waits_for_a_fetch(fake: FakeFlink, client: F
     await sample_job(client, cache)
     result = await collect(client, TARGET, NOW_MS, cache, TaskManagerSample(), sleep=sleep)
     assert isinstance(result, JobSample) and sleep.pauses == []
+
+
+async def test_answers_that_never_agree_are_read_twice_then_used(
+    fake: FakeFlink, client: FlinkClient
+) -> None:
+    """A Flink whose two sides of the check disagree for good must not lose its jobs: after one more
+    reading the job's sample is used, with a log line (a warning once the job has stabilized)."""
+    from structlog.testing import capture_logs
+
+    cache, sleep = MetricNameCache(), RecordingSleep()
+    await sample_job(client, cache)
+    fake.values[WORK]["accumulateBusyTimeMs"] = {**fake.values[WORK]["accumulateBusyTimeMs"], "sum": 1.0}
+    fake.queried.clear()
+    settled = replace(TARGET, options=AutoscalerOptions(enabled=True, stabilization_interval=timedelta(0)))
+    with capture_logs() as logs:
+        sample = await sample_job(client, cache, target=settled, sleep=sleep)
+        await sample_job(client, cache)  # 105 s into its run, within 5 min of stabilization: info only
+    assert sample.vertices[WORK].busy_time_ms_per_s == 1000.0
+    assert [key for key, _ in fake.queried] == [SRC, WORK, AGG] * 4 and sleep.pauses == [FETCH_POLL_S]
+    levels = [e["log_level"] for e in logs if e["event"] == "metric_fetches_disagree"]
+    assert levels == ["warning", "info"]
