@@ -3,9 +3,10 @@
 Built on ``collect_flink.FakeFlink`` (the recorded answers and their REST semantics). Every request is
 answered from the last fetch; then, if that fetch started more than ``interval_ms`` ago (strictly, as
 Flink compares), a new one starts and lands right after the answer, so the daemon's next read (after
-the cluster's wait for the fetch, a job's own ``/jobs/:id``) sees it. The job reads ``rate`` records/s at the source and passes them all on; each
-subtask is busy half of the time while records flow and idle otherwise, so the time counters of
-``/jobs/:id`` move with the clock whatever the rate, as Flink's do.
+the cluster's wait for the fetch, a job's own ``/jobs/:id``) sees it. The job reads ``rate`` records/s
+at the source and passes them all on; each subtask is busy half of the time while records flow and
+idle otherwise, so the time counters of ``/jobs/:id`` move with the clock whatever the rate, as
+Flink's do.
 """
 
 from __future__ import annotations
