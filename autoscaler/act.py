@@ -245,7 +245,7 @@ async def realize_jobs(
         decision, options, job = step.decision, step.sample.target.options, step.job
         assert decision is not None
         cluster = clusters[job.cluster]
-        if not cluster.holds_lease(now_ms()):
+        if not cluster.holds_job(job.key, now_ms()):
             text = rec.lease_expired(decision)
             ended = JobOutcome(job, rec.now_ms, Reason.LEASE_EXPIRED, text, decision, step.chain)
             return replace(step, outcome=rec.outcome(ended))

@@ -1,9 +1,10 @@
-"""Per-cluster concerns of a tick: the REST client, the lease, Flink's cooldown and metric fetch interval,
+"""Per-cluster concerns of a tick: the REST client, the leases, Flink's cooldown and metric fetch interval,
 the metric-name cache and fetch book, and the discover and collect stages run once per cluster.
 
 A :class:`ClusterSession` is what the daemon knows of one Flink cluster between ticks; :class:`Clusters`
 runs the first two stages over all of them at once and hands the tick one :class:`Collected` value. A
-cluster that cannot be read is reported and stays with that cluster: the others go on.
+cluster that cannot be read is reported and stays with that cluster: the others go on. Only the jobs of
+the shards this daemon holds are read (all of them with ``shards: 1``; ``autoscaler/leases.py``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from autoscaler.flink.jobmanager_config import (
     flink_cooldown_ms,
     flink_fetch_interval_ms,
 )
+from autoscaler.leases import ClusterLease, LeaseKeeper
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobRef, JobSample, JobTarget, Unavailable
 from autoscaler.plugins.configured import PluginInstances
@@ -87,15 +89,23 @@ class ClusterSession:
     metric_fetch_interval_ms: int | None = None
     fetch_warning: str | None = None  # the warning last logged about it, to log it once (and on change)
     config_read_ms: int | None = None  # when /jobmanager/config was last read
-    lease_expires_ms: int = 0  # while later than now, this daemon holds the cluster's lease
-    lease_holder: str | None = None  # who held it at the last attempt (to log changes only)
+    lease: ClusterLease = field(init=False)  # the cluster's leases (one per shard) this daemon holds
+
+    def __post_init__(self) -> None:
+        self.lease = ClusterLease(self.settings.name, self.settings.shards)
 
     @property
     def name(self) -> str:
         return self.settings.name
 
     def holds_lease(self, now_ms: int) -> bool:
-        return self.lease_expires_ms > now_ms
+        """Whether this daemon holds any of the cluster's leases at ``now_ms``."""
+        return self.lease.holds(now_ms)
+
+    def holds_job(self, job_key: str, now_ms: int) -> bool:
+        """Whether the job's (shard's) lease is still this daemon's at ``now_ms``: checked right before
+        a rescale is sent and before the tick's state is written."""
+        return self.lease.holds_job(job_key, now_ms)
 
     @property
     def fetch_interval_ms(self) -> int:
@@ -151,6 +161,9 @@ class Clusters:
         self.evaluators = evaluators
         self._forget = forget
         self._fetch_wait = fetch_wait  # waiting for Flink's metric fetch takes wall time: not simulated
+        self.leases = LeaseKeeper(
+            state, metrics, instance_id=settings.instance_id, ttl_ms=to_ms(settings.effective_lease_ttl)
+        )
         transports = transports or {}
         self.sessions: list[ClusterSession] = []
         for cs in settings.clusters:
@@ -171,7 +184,8 @@ class Clusters:
 
     # ------------------------------------------------------------------ discover + collect
     async def collect(self, rec: TickRecord, only_job: str | None = None) -> Collected:
-        """Discover and sample every job of every cluster this daemon holds the lease of, concurrently.
+        """Discover and sample every job of every cluster this daemon holds a lease of (of the shards it
+        holds), concurrently.
 
         ``only_job`` (a job key) reads that job alone: the re-evaluation a cooldown scheduled.
         """
@@ -189,8 +203,11 @@ class Clusters:
     ) -> tuple[list[JobSample | Unavailable], str | None]:
         if not await self._hold_lease(cluster, rec.now_ms):
             return [], None
+        mine = cluster.lease.owns if cluster.lease.sharded else None
         try:
-            discovery = await discover(cluster.client, cluster.settings, cluster.options, cluster.job_configs)
+            discovery = await discover(
+                cluster.client, cluster.settings, cluster.options, cluster.job_configs, keep=mine
+            )
         except FlinkError as exc:
             return self._unreadable(cluster, exc, only_job), str(exc)
         await cluster.read_flink_config(rec.now_ms)
@@ -303,60 +320,49 @@ class Clusters:
 
     # ------------------------------------------------------------------ leases
     async def _hold_lease(self, cluster: ClusterSession, now_ms: int) -> bool:
-        """Take or renew the cluster's lease in the state database: only its holder acts on the
-        cluster, so daemons sharing a database never both rescale a job. Without it (or when the
-        database cannot say) the daemon stands by for the tick: no discovery, no decisions."""
-        name, me = cluster.name, self.settings.instance_id
-        ttl_ms = to_ms(self.settings.effective_lease_ttl)
-        try:
-            lease = await asyncio.to_thread(self.state.acquire_lease, name, me, now_ms, ttl_ms)
-        except Exception as exc:
-            log.error("lease_unavailable", cluster=name, error=str(exc))
-            self.metrics.report_error(name, Reason.STATE_STORE_ERROR)
-            lease = None
-        held = lease is not None and lease.held_by(me, now_ms)
-        holder = lease.owner if lease is not None else None
-        if held and cluster.lease_holder != me:
-            log.info("lease_acquired", cluster=name, instance=me, previous=cluster.lease_holder)
-        elif not held and (holder != cluster.lease_holder or cluster.lease_expires_ms):
-            until = lease.expires_ms if lease is not None else None
-            log.warning("standing_by", cluster=name, instance=me, holder=holder, holder_until_ms=until)
-        if not held and cluster.lease_expires_ms:
-            self._stand_down(cluster)
-        cluster.lease_expires_ms = lease.expires_ms if held and lease is not None else 0
-        cluster.lease_holder = holder
-        self.metrics.lease_held.labels(name).set(1 if held else 0)
-        return held
+        """Take or renew the cluster's leases in the state database (``autoscaler/leases.py``): only a
+        lease's holder acts on its jobs, so daemons sharing a database never both rescale a job. Without
+        any (or when the database cannot say) the daemon stands by for the tick: no discovery, no
+        decisions."""
+        dropped = await self.leases.renew(cluster.lease, now_ms)
+        if dropped:
+            self._stand_down(cluster, dropped)
+        return bool(cluster.lease.held())
 
-    def _stand_down(self, cluster: ClusterSession) -> None:
-        """Drop what this process knew of the cluster's jobs; the holder keeps their stored state and
-        window, which this process replays if it takes the cluster back."""
-        self.forget(sorted(cluster.jobs))  # before clearing jobs: a forgotten job is not "gone" (no trim)
-        cluster.jobs = set()
-        cluster.refs = {}
-        self.metrics.jobs.labels(cluster.name).set(0)
+    def _stand_down(self, cluster: ClusterSession, shards: frozenset[int]) -> None:
+        """Drop what this process knew of the jobs of these shards; the next holder keeps their stored
+        state and window, which this process replays if it takes them back."""
+        keys = sorted(k for k in cluster.jobs | set(cluster.refs) if cluster.lease.shard(k) in shards)
+        self.forget(keys)  # before dropping them from jobs: a forgotten job is not "gone" (no trim)
+        cluster.jobs.difference_update(keys)
+        for key in keys:
+            cluster.refs.pop(key, None)
+        if not cluster.lease.held():
+            self.metrics.jobs.labels(cluster.name).set(0)
 
-    def lapsed(self, now_ms: int) -> set[str]:
-        """Clusters whose lease this daemon does not hold (any more): their jobs are not its to write."""
-        return {c.name for c in self.sessions if not c.holds_lease(now_ms)}
+    def lapsed(self, now_ms: int) -> Callable[[str], bool]:
+        """Whether a job's lease (its shard's) is not this daemon's at ``now_ms`` (any more): its state is
+        not this daemon's to write, another may own it by now."""
+
+        def lapsed(job_key: str) -> bool:
+            cluster = self._session_of(job_key)
+            return cluster is not None and not cluster.holds_job(job_key, now_ms)
+
+        return lapsed
+
+    def _session_of(self, job_key: str) -> ClusterSession | None:
+        """The cluster of a job key (``cluster/name``; a job name may hold a slash)."""
+        matching = [c for c in self.sessions if job_key.startswith(f"{c.name}/")]
+        return max(matching, key=lambda c: len(c.name), default=None)
 
     async def release_leases(self, reason: str = "stopping", *, stand_down: bool = False) -> None:
-        """Hand the held leases back (a standby takes over at its next tick); ``stand_down`` also forgets
-        their jobs here, for a process that goes on running (a stopping one keeps its last series)."""
-        me = self.settings.instance_id
+        """Hand the held leases back (the others take them at their next tick); ``stand_down`` also
+        forgets their jobs here, for a process that goes on running (a stopping one keeps its last
+        series)."""
         for c in self.sessions:
-            if not c.lease_expires_ms:
-                continue
-            try:
-                await asyncio.to_thread(self.state.release_lease, c.name, me)
-                log.info("lease_released", cluster=c.name, instance=me, reason=reason)
-            except Exception as exc:  # it expires on its own after lease_ttl
-                log.warning("lease_release_failed", cluster=c.name, error=str(exc), reason=reason)
-            if stand_down:
-                self._stand_down(c)
-            c.lease_expires_ms = 0
-            c.lease_holder = None
-            self.metrics.lease_held.labels(c.name).set(0)
+            held = await self.leases.release(c.lease, reason)
+            if stand_down and held:
+                self._stand_down(c, held)
 
     # ------------------------------------------------------------------ jobs that leave
     def vanished(self) -> list[str]:

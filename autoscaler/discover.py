@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,12 +61,16 @@ async def discover(
     cluster: ClusterSettings,
     base_options: AutoscalerOptions,
     configs: MutableMapping[str, Mapping[str, str]] | None = None,
+    *,
+    keep: Callable[[str], bool] | None = None,
 ) -> Discovery:
     """List the cluster's running streaming jobs and resolve their options.
 
     ``configs`` (JobID -> configuration) keeps each job's configuration between ticks: read when a
-    JobID is new, dropped when it no longer runs. Raises the FlinkError of ``/jobs/overview``: a
-    cluster that cannot be listed is the daemon's to handle.
+    JobID is new, dropped when it no longer runs. ``keep`` (a job key -> bool) leaves out the jobs of
+    shards another daemon holds: their configurations are not read, nor their problems reported, here.
+    Raises the FlinkError of ``/jobs/overview``: a cluster that cannot be listed is the daemon's to
+    handle.
     """
     jobs = await client.jobs_overview()
     # Re-applying the cluster keys is harmless if base_options already holds them, and right if not.
@@ -81,6 +85,8 @@ async def discover(
     unreadable: list[Unavailable] = []
     for job in streaming:
         ref = JobRef(cluster=cluster.name, job_id=job.jid, name=job.name)
+        if keep is not None and not keep(ref.key):
+            continue
         if job.name in ambiguous:
             invalid.append(
                 (ref, f"{ambiguous[job.name]} running jobs are named {job.name!r}; job names must be unique")

@@ -193,7 +193,21 @@ class MetricsReporter:
         )
         self.lease_held = Gauge(
             "flink_autoscaler_lease_held",
-            "1 while this daemon holds the cluster's lease and acts on it, 0 while it stands by",
+            "1 while this daemon holds the cluster's lease (with shards: any of its shard leases) and "
+            "acts on it, 0 while it stands by",
+            ("cluster",),
+            registry=r,
+        )
+        self.shards_held = Gauge(
+            "flink_autoscaler_shards_held",
+            "How many of the cluster's shard leases this daemon holds (1 or 0 for an unsharded cluster): "
+            "it acts on those shards' jobs",
+            ("cluster",),
+            registry=r,
+        )
+        self.shards = Gauge(
+            "flink_autoscaler_shards",
+            "The cluster's configured shard count: summed over the daemons, shards_held should reach it",
             ("cluster",),
             registry=r,
         )

@@ -326,7 +326,10 @@ class TickRecord:
 
     # ------------------------------------------------------------------ realizing
     def lease_expired(self, decision: Decision) -> str:
-        text = "the cluster's lease expired during this tick (another daemon may act): not rescaling"
+        text = (
+            "the job's lease (its cluster's or shard's) expired during this tick (another daemon may act): "
+            "not rescaling"
+        )
         log.warning("lease_expired_before_rescale", changes=changes_key(decision))
         self.metrics.report_error(decision.job.cluster, Reason.LEASE_EXPIRED)
         return text

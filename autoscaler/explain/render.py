@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from autoscaler.explain.records import BLOCKED, FORCED, DecisionRecord, VerifiedVertex, VertexRecord
 from autoscaler.reasons import Reason
+from autoscaler.shards import describe_lease, is_member
 
 if TYPE_CHECKING:
     from autoscaler.events import Event
@@ -267,8 +268,9 @@ def status_table(
 ) -> str:
     """One row per job (outcome, cooldown left, last event), then one per vertex (parallelism,
     recommendation, load, lag). Jobs with a state but no decision yet are listed too; a job its cluster
-    could not be read for says since when. Then which daemon acts on each cluster (the leases in the
-    state database)."""
+    could not be read for says since when. Then which daemon acts on each cluster, or on each of its
+    shards, and which daemons share a sharded one (the leases in the state database; a membership
+    that ran out is left out: its daemon is gone)."""
     last_events = last_events or {}
     header = ("JOB / VERTEX", "P", "REC", "LOAD", "LAG", "COOLDOWN", "LAST DECISION", "LAST EVENT")
     rows: list[tuple[str, ...]] = []
@@ -295,13 +297,14 @@ def status_table(
         return table
     lease_rows = [
         (
-            lease.name,
+            describe_lease(lease.name),
             lease.owner,
             f"{_age(lease.expires_ms - now_ms)} left"
             if lease.expires_ms > now_ms
             else "expired: no daemon acts on it",
         )
         for lease in leases
+        if lease.expires_ms > now_ms or not is_member(lease.name)
     ]
     return table + "\n\n" + _columns(("CLUSTER", "ACTED ON BY", "LEASE"), lease_rows)
 

@@ -65,6 +65,26 @@ class ClusterSettings(BaseModel):
     autoscaler: dict[str, Any] = Field(
         default_factory=dict, description="job.autoscaler.* keys for every job of this cluster."
     )
+    shards: int = Field(
+        1,
+        ge=1,
+        le=4096,
+        description="Split the cluster's jobs into this many shards, each with its own lease, so that "
+        "several daemons sharing the state database divide the jobs between them (each job is acted on "
+        "by one daemon at a time; a dead daemon's shards are taken over after lease_ttl). 1: one lease, "
+        "one daemon acts on every job, the others stand by. Every daemon sharing the database must set "
+        "the same value; see docs/operations.md, 'Sharding a large cluster'.",
+    )
+
+    @model_validator(mode="after")
+    def _shardable_name(self) -> ClusterSettings:
+        """A sharded cluster's lease rows are named ``<cluster>#<shard>/<shards>`` and
+        ``<cluster>@member/<daemon>``: a name holding those separators could be read as another's."""
+        if self.shards > 1 and any(c in self.name for c in "#@/"):
+            raise ValueError(
+                f"cluster {self.name!r}: a sharded cluster's name must not contain '#', '@' or '/'"
+            )
+        return self
 
     @field_validator("rest_url")
     @classmethod

@@ -9,7 +9,7 @@ realizing keeps a rescale the lost tick issued from being sent twice.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -114,20 +114,19 @@ class TickStore:
         now_ms: int,
         *,
         gone: Sequence[str] = (),
-        lapsed: Iterable[str] = (),
+        lapsed: Callable[[str], bool] | None = None,
     ) -> None:
         """Write the tick in one transaction: changed states, the tick's samples, the window trim.
 
         ``states`` are the states the tick produced (unchanged ones are not written); ``gone`` jobs
-        left their cluster and drop their window rows; the jobs of ``lapsed`` clusters (whose lease
-        this daemon lost during the tick) are not written: another daemon may own them by now.
+        left their cluster and drop their window rows; ``lapsed`` says of a job key whether this
+        daemon lost its lease (its cluster's or its shard's) during the tick: such a job is not
+        written, since another daemon may own it by now.
         """
-        lapsed = set(lapsed)
-        if lapsed:
-            prefixes = tuple(f"{name}/" for name in lapsed)
-            samples = [s for s in samples if s.job.cluster not in lapsed]
-            states = {key: state for key, state in states.items() if not key.startswith(prefixes)}
-            gone = [key for key in gone if not key.startswith(prefixes)]
+        if lapsed is not None:
+            samples = [s for s in samples if not lapsed(s.job.key)]
+            states = {key: state for key, state in states.items() if not lapsed(key)}
+            gone = [key for key in gone if not lapsed(key)]
         changed = {key: state for key, state in states.items() if loaded.states.get(key) != state}
         rows = {s.job.key: window_rows(s) for s in samples} if self.persist_window else {}
         custom = {s.job.key: custom_window_rows(s) for s in samples if s.job.key in rows}

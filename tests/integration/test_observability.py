@@ -81,6 +81,8 @@ async def feed(metrics: MetricsReporter) -> None:
     metrics.report_error(JOB.cluster, Reason.CLUSTER_UNREACHABLE)
     metrics.jobs.labels(JOB.cluster).set(1)
     metrics.lease_held.labels(JOB.cluster).set(1)
+    metrics.shards_held.labels(JOB.cluster).set(1)
+    metrics.shards.labels(JOB.cluster).set(1)
     metrics.ticks_skipped.inc()
     sim = SimCluster(SimClusterSpec(), FakeClock())
     sim.submit(work_job(name="orders"))

@@ -324,6 +324,8 @@ def fed_default_reporter() -> MetricsReporter:
     metrics.report_error(job.cluster, Reason.CLUSTER_UNREACHABLE)
     metrics.jobs.labels(job.cluster).set(1)
     metrics.lease_held.labels(job.cluster).set(1)
+    metrics.shards_held.labels(job.cluster).set(1)
+    metrics.shards.labels(job.cluster).set(1)
     metrics.ticks_skipped.inc()
     metrics.report_request(job.cluster, "GET", "/jobs/:jobid", 404)
     metrics.report_spark(True, duration_s=0.8)

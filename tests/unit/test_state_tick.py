@@ -51,7 +51,7 @@ async def test_a_lapsed_clusters_jobs_are_not_written_and_a_gone_job_drops_its_w
     await tick.flush(first, Loaded(), {}, 1_000)
     assert store.load_window(A.key) and store.load_window(B.key)
     states = {A.key: JobState(last_rescale_ms=5), B.key: JobState(last_rescale_ms=5)}
-    await tick.flush([sample(B, 2_000)], Loaded(), states, 2_000, gone=[A.key], lapsed={"b"})
+    await tick.flush([sample(B, 2_000)], Loaded(), states, 2_000, gone=[A.key], lapsed={B.key}.__contains__)
     assert store.saved == [{A.key}]  # b's lease lapsed during the tick: another daemon may own job-b
     assert store.load_window(A.key) == []  # job-a left its cluster
     assert {r.ts_ms for r in store.load_window(B.key)} == {1_000}  # nothing of b written at 2 s
