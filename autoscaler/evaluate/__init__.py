@@ -1,7 +1,8 @@
 """The evaluate stage: window aggregation on Spark, graph propagation and scaling math in the driver.
 
 ``formulas`` is the plain-Python oracle (the graph walk, over ``aggregates``, ``rates`` and
-``propagation``); ``spark`` (with ``spark_session`` and ``spark_frames``) must agree with it.
+``propagation``); ``spark`` (with ``spark_session`` and ``spark_frames``, and ``fleet``: the same
+formulas for every vertex of a tick at once, in numpy) must agree with it.
 ``history`` holds the rules that read past scalings (restart time, ineffective scale-ups, observed
 scalability, trimming); ``custom`` the custom-evaluator SPI (FLIP-514) and its merge. Importing this
 package does not start a JVM: PySpark is imported when a session is created or used.

@@ -22,6 +22,7 @@ by 4 then took two restarts on the benchmark, 1 -> 2 -> 4). The window waits tha
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -39,9 +40,10 @@ def offered_records(sample: JobSample) -> float:
     (``pendingRecords``) gets no load-change detection, only the reference's window.
     """
     topology = sample.topology
+    fed = {e.target for e in topology.edges}  # not topology.is_source: that scans the edges per vertex
     total = 0.0
     for vid in topology.vertices:
-        if not topology.is_source(vid):
+        if vid in fed:
             continue
         v = sample.vertices.get(vid)
         if v is None:
@@ -50,7 +52,7 @@ def offered_records(sample: JobSample) -> float:
     return total
 
 
-def load_changing(points: tuple[tuple[int, float], ...], threshold: float) -> bool:
+def load_changing(points: Sequence[tuple[int, float]], threshold: float) -> bool:
     """Whether the offered rate of the newest interval alone differs from the rate over the rest of the
     window by more than ``threshold`` of the larger of the two: a load change may be starting.
 
@@ -71,7 +73,7 @@ def load_changing(points: tuple[tuple[int, float], ...], threshold: float) -> bo
     return larger > 0 and abs(newest - before) / larger > threshold
 
 
-def load_changed(points: tuple[tuple[int, float], ...], threshold: float) -> bool:
+def load_changed(points: Sequence[tuple[int, float]], threshold: float) -> bool:
     """Whether the offered rate of each of the two newest intervals differs from the rate over the rest
     of the window by more than ``threshold`` of the larger of the two, in the same direction.
 

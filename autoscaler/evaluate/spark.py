@@ -1,9 +1,11 @@
 """The Spark backend of the evaluator: one long-lived session, one batched computation per tick.
 
 Split of work (see ``/work/shared/reference/spark.md`` §3 and §6): Spark keeps the metric window and
-reduces it to ONE ROW PER VERTEX; the driver does the graph propagation and the parallelism arithmetic
-(:func:`autoscaler.evaluate.formulas.evaluate_graph`, custom evaluators included). Each tick appends only
-the new samples to the window held in Spark, drops what left the window with a broadcast semi-join
+reduces it to ONE ROW PER VERTEX (every getRate and getAverage done in the query); the driver does the
+graph propagation and the parallelism arithmetic for all jobs at once in numpy
+(:class:`autoscaler.evaluate.fleet.FleetEvaluator`, the oracle's graph walk for jobs with custom
+evaluators). Rows travel both ways as Arrow tables, never as Python objects per row. Each tick appends
+only the new samples to the window held in Spark, drops what left the window with a broadcast semi-join
 against a tiny ``(job_key, epoch, start_ms)`` frame, and cuts the lineage with ``localCheckpoint`` so a
 loop that runs for months never grows its plan.
 
@@ -14,8 +16,9 @@ its aggregation is unioned into the standard one, so a tick is still ONE aggrega
 job. Jobs without custom metrics cost nothing: the frame exists only while it holds rows.
 
 The session is made in :mod:`autoscaler.evaluate.spark_session`; the frames' layout and the aggregation
-query are in :mod:`autoscaler.evaluate.spark_frames`. This module keeps the windows across ticks and
-evaluates; it re-exports the names importers take from it. It is some 450 lines because
+query are in :mod:`autoscaler.evaluate.spark_frames`; what each job needs around the batch, and its
+result, in :mod:`autoscaler.evaluate.tick_jobs`. This module keeps the windows across ticks and
+evaluates; it re-exports the names importers take from it. It is some 400 lines because
 :class:`SparkEvaluator` is one transaction per tick (replay, append, slide, aggregate, evaluate, roll back
 or recover) over one shared state (the window book, the two frames, the session): split up, its parts
 would only hand that state to each other.
@@ -25,18 +28,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pandas as pd
+import pyarrow as pa
 import structlog
 
-from autoscaler.evaluate.aggregates import CustomAggregate, VertexAggregates
-from autoscaler.evaluate.custom import ConfiguredEvaluator, unavailable
-from autoscaler.evaluate.formulas import evaluate_graph
-from autoscaler.evaluate.history import restart_time_s as restart_time_from_history
+from autoscaler.evaluate.custom import ConfiguredEvaluator
+from autoscaler.evaluate.fleet import FleetEvaluator
 from autoscaler.evaluate.spark_frames import (
     CUSTOM_COLUMNS,
     CUSTOM_DDL,
@@ -47,13 +46,15 @@ from autoscaler.evaluate.spark_frames import (
     aggregate_frame,
     collect_aggregates,
     collect_tick_aggregates,
+    collect_tick_columns,
     custom_aggregate_frame,
     custom_rows_frame,
     job_custom_rows,
+    keep_frame,
     release_frame,
     rows_frame,
-    spark_error,
     to_spark,
+    window_rows,
 )
 from autoscaler.evaluate.spark_session import (
     create_spark_session,
@@ -61,12 +62,11 @@ from autoscaler.evaluate.spark_session import (
     is_connect,
     local_jvm_alive,
     session_conf,
+    spark_error,
 )
-from autoscaler.evaluate.window import WindowStatus
+from autoscaler.evaluate.tick_jobs import TickJob, prepare_job, rows_per_job, windowed_custom_metrics
 from autoscaler.evaluate.window_book import WindowBook
-from autoscaler.model import JobEvaluation, JobSample, VertexEvaluation, VertexId, VertexSample
-from autoscaler.plugins.metrics import JOB_SCOPE
-from autoscaler.reasons import Reason
+from autoscaler.model import JobEvaluation, JobSample, VertexSample
 from autoscaler.settings import SparkSettings
 from autoscaler.state import ScalingRecord
 
@@ -119,14 +119,6 @@ def start_evaluator(
 
 
 # ---------------------------------------------------------------------------------------------- evaluator
-@dataclass(frozen=True, slots=True)
-class _Tick:
-    """One job's bookkeeping for the current tick."""
-
-    sample: JobSample
-    status: WindowStatus
-
-
 class SparkEvaluator:
     """Keeps every job's metric window in Spark and evaluates all jobs of a tick in one batch.
 
@@ -150,6 +142,7 @@ class SparkEvaluator:
         self._on_lost = on_lost or (lambda _what: None)
         self._partitions = partitions or max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or "4"))
         self._book = WindowBook()
+        self._fleet = FleetEvaluator()
         self._window: DataFrame | None = None
         self._custom: DataFrame | None = None  # custom-metric rows; None while there are none
         self._rows_by_job: dict[str, int] = {}
@@ -160,11 +153,11 @@ class SparkEvaluator:
         """Run the tick's Spark operations once on throwaway rows (JIT, codegen, Arrow, workers)."""
         rows = rows_frame([("warm-up", 0, "v", 0, VertexSample()), ("warm-up", 0, "v", 1, VertexSample())])
         custom = custom_rows_frame([("warm-up", 0, "v", "m", 0, 1.0)])
-        keep = pd.DataFrame({"job_key": ["warm-up"], "epoch": [0], "start_ms": [0]})
+        keep = keep_frame({"warm-up": (0, 0)})
         frame = self._materialize(None, rows, keep)
         custom_frame = self._materialize(None, custom, keep, CUSTOM_DDL)
         if frame is not None:
-            collect_tick_aggregates(frame, custom_frame)
+            collect_tick_columns(frame, custom_frame)
         release_frame(frame)
         release_frame(custom_frame)
 
@@ -268,18 +261,10 @@ class SparkEvaluator:
         ticks = self._observe(samples, now_ms)
         keep = self._book.retain(now_ms, present=ticks)
         kept = [(key, t) for key, t in ticks.items() if t.status.kept]
-        rows = rows_frame(
+        rows = window_rows(
             [
-                *(
-                    (s.job.key, epoch, vid, s.ts_ms, s.vertices[vid])
-                    for epoch, s in replayed
-                    for vid in s.vertices
-                ),
-                *(
-                    (key, t.status.epoch, vid, t.sample.ts_ms, t.sample.vertices[vid])
-                    for key, t in kept
-                    for vid in t.sample.topology.vertices
-                ),
+                *((s.job.key, epoch, s, s.vertices) for epoch, s in replayed),
+                *((key, t.status.epoch, t.sample, t.sample.topology.vertices) for key, t in kept),
             ]
         )
         custom_rows = custom_rows_frame(
@@ -288,20 +273,14 @@ class SparkEvaluator:
                 *(row for key, t in kept for row in job_custom_rows(key, t.status.epoch, t.sample)),
             ]
         )
-        keep_frame = pd.DataFrame(
-            {
-                "job_key": list(keep),
-                "epoch": [epoch for epoch, _ in keep.values()],
-                "start_ms": [start for _, start in keep.values()],
-            }
-        )
+        keep_rows = keep_frame(keep)
         previous, previous_custom = self._window, self._custom
         window: DataFrame | None = None
         try:
-            window = self._materialize(previous, rows, keep_frame)
+            window = self._materialize(previous, rows, keep_rows)
             custom = (
-                self._materialize(previous_custom, custom_rows, keep_frame, CUSTOM_DDL)
-                if previous_custom is not None or not custom_rows.empty
+                self._materialize(previous_custom, custom_rows, keep_rows, CUSTOM_DDL)
+                if previous_custom is not None or custom_rows.num_rows > 0
                 else None
             )
         except BaseException:
@@ -312,10 +291,9 @@ class SparkEvaluator:
         self._window, self._custom = window, custom
         release_frame(previous)
         release_frame(previous_custom)
-        aggregates, custom_aggregates = collect_tick_aggregates(self._window, self._custom)
-        self._rows_by_job = {
-            key: sum(a.samples for a in per_vertex.values()) for key, per_vertex in aggregates.items()
-        }
+        standard, custom_aggregates = collect_tick_columns(self._window, self._custom)
+        counts = rows_per_job(standard)
+        self._rows_by_job = {key: rows for key, (rows, _) in counts.items()}
         self._custom_rows_by_job = {
             key: sum(m.points for per_scope in scopes.values() for m in per_scope.values())
             for key, scopes in custom_aggregates.items()
@@ -323,20 +301,21 @@ class SparkEvaluator:
         if self._custom is not None and not self._custom_rows_by_job:
             release_frame(self._custom)  # every custom row left the window: back to the no-cost path
             self._custom = None
-        restart = restart_times_s or {}
-        past = history or {}
-        configured = evaluators or {}
-        return {
-            key: _job_evaluation(
+        jobs = {
+            key: prepare_job(
                 t,
-                aggregates.get(key, {}),
+                counts.get(key, (0, 0))[1],
                 custom_aggregates.get(key, {}),
-                restart.get(key),
-                past.get(key, ()),
-                configured.get(key, ()),
+                (restart_times_s or {}).get(key),
+                (history or {}).get(key, ()),
+                (evaluators or {}).get(key, ()),
             )
             for key, t in ticks.items()
         }
+        evaluated = [key for key, job in jobs.items() if job.evaluated]
+        graphs = self._fleet.evaluate([jobs[key].fleet for key in evaluated], standard)
+        results = dict(zip(evaluated, graphs, strict=True))
+        return {key: job.evaluation(results.get(key)) for key, job in jobs.items()}
 
     def _recover(self, err: Exception) -> None:
         """Start every window afresh if ``err`` says Spark lost them, on a new session if it lost ours;
@@ -393,29 +372,29 @@ class SparkEvaluator:
                     kept.append((status.epoch, sample))
         return kept
 
-    def _observe(self, samples: Sequence[JobSample], now_ms: int) -> dict[str, _Tick]:
+    def _observe(self, samples: Sequence[JobSample], now_ms: int) -> dict[str, TickJob]:
         """Fold each job's sample into its window; of two samples with one job key the newest wins."""
         latest: dict[str, JobSample] = {}
         for sample in samples:
             seen = latest.get(sample.job.key)
             if seen is None or sample.ts_ms > seen.ts_ms:
                 latest[sample.job.key] = sample
-        ticks: dict[str, _Tick] = {}
+        ticks: dict[str, TickJob] = {}
         for sample in latest.values():
             status = self._book.observe_sample(sample, now_ms)
-            ticks[sample.job.key] = _Tick(sample, status)
+            ticks[sample.job.key] = TickJob(sample, status)
         return ticks
 
     def _materialize(
-        self, previous: DataFrame | None, rows: pd.DataFrame, keep: pd.DataFrame, ddl: str = ROW_DDL
+        self, previous: DataFrame | None, rows: pa.Table, keep: pa.Table, ddl: str = ROW_DDL
     ) -> DataFrame | None:
         """previous + new rows, semi-joined with ``keep`` on (job, epoch, ts >= start), checkpointed."""
         from pyspark.sql import functions as F
 
-        if keep.empty:
+        if keep.num_rows == 0:
             return None
         frame = previous
-        if not rows.empty:
+        if rows.num_rows > 0:
             new = to_spark(self._spark, rows, ddl)
             frame = new if frame is None else frame.unionByName(new)
         if frame is None:
@@ -428,72 +407,3 @@ class SparkEvaluator:
         )
         window = frame.alias("w").join(F.broadcast(kept), condition, "left_semi")
         return window.coalesce(self._partitions).localCheckpoint(eager=True)
-
-
-def _job_evaluation(
-    tick: _Tick,
-    aggregates: Mapping[VertexId, VertexAggregates],
-    custom: Mapping[str, Mapping[str, CustomAggregate]],
-    restart_time_s: float | None,
-    history: Sequence[ScalingRecord],
-    evaluators: Sequence[ConfiguredEvaluator],
-) -> JobEvaluation:
-    """Evaluate upfront whenever the window holds rows; ``not_ready`` says whether it may drive a decision.
-
-    A configured custom evaluator that is not installed makes the job ``PluginFailed`` with no vertex
-    evaluated: scaling it without an evaluator its operator relies on would be a silent misjudgement.
-    """
-    sample, status = tick.sample, tick.status
-    options = sample.target.options
-    restart_s = restart_time_s if restart_time_s is not None else restart_time_from_history(history, options)
-    custom_metrics = windowed_custom_metrics(sample, custom)
-    missing = unavailable(evaluators)
-    vertices: dict[VertexId, VertexEvaluation] = {}
-    backlog = False
-    failures: tuple[str, ...] = ()
-    evaluated = bool(aggregates) and not status.stabilizing and not missing
-    if evaluated:
-        graph = evaluate_graph(
-            sample,
-            aggregates,
-            options,
-            restart_s,
-            history,
-            evaluators=evaluators,
-            custom_metrics=custom_metrics,
-        )
-        vertices, backlog, failures = graph.vertices, graph.processing_backlog, graph.evaluator_failures
-    return JobEvaluation(
-        sample=sample,
-        vertices=vertices,
-        processing_backlog=backlog,
-        window_samples=max((a.samples for a in aggregates.values()), default=0),
-        window_full=status.full,
-        not_ready=Reason.PLUGIN_FAILED if missing else status.not_ready,
-        restart_time_s=restart_s if evaluated else math.nan,
-        custom_metrics=custom_metrics,
-        not_ready_detail="; ".join(missing) or status.detail,
-        evaluator_failures=failures,
-        load_change_ms=status.load_change_ms,
-        level_since_ms=status.level_since_ms,
-        counters_fell=status.counters_fell,
-    )
-
-
-def windowed_custom_metrics(
-    sample: JobSample, custom: Mapping[str, Mapping[str, CustomAggregate]]
-) -> dict[str, dict[str, tuple[float, float]]]:
-    """scope -> name -> (current, average): the window's aggregates, and this tick's declared names.
-
-    A name declared this tick but never measured in the window is there as (NaN, NaN), so a plugin can
-    tell "declared, unknown" from a typo only by its spelling, never by a KeyError.
-    """
-    out: dict[str, dict[str, tuple[float, float]]] = {}
-    declared = [*sample.custom_vertex_metrics.items(), (JOB_SCOPE, sample.custom_job_metrics)]
-    for scope, names in declared:
-        for name in names:
-            out.setdefault(scope, {})[name] = (math.nan, math.nan)
-    for scope, per_name in custom.items():
-        for name, agg in per_name.items():
-            out.setdefault(scope, {})[name] = agg.pair
-    return out

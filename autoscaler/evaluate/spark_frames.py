@@ -1,10 +1,15 @@
 """The window as Spark frames, and the ONE aggregation query per tick that reduces it to one row per vertex.
 
 Its own module because it is the data layout and the SQL, apart from the evaluator's bookkeeping across
-ticks (:mod:`autoscaler.evaluate.spark`): the window's columns and DDL, the pandas frames that carry new
-rows to Spark through Arrow, the aggregate expressions (the parts of getAverage / getRate that
-:mod:`autoscaler.evaluate.formulas` finishes in the driver), their collection, and the release of a
-superseded checkpoint. Tests and the benchmark aggregate a frame with it and no evaluator.
+ticks (:mod:`autoscaler.evaluate.spark`): the window's columns and DDL, the Arrow tables that carry new
+rows to Spark, the aggregate expressions (getAverage and getRate of every metric, in Spark SQL, with
+the parts the driver needs to finish the observed TPR per job), their collection as one Arrow table,
+and the release of a superseded checkpoint. Tests and the benchmark aggregate a frame with it and no
+evaluator.
+
+Arrow both ways, column by column, because the rows are many: a tick at 10,000 jobs x 10 vertices ships
+100,000 new rows and gets 100,000 aggregate rows back, and building or reading them as Python objects
+(a pandas frame from row tuples, a ``VertexAggregates`` per row) cost more than the Spark query.
 
 Custom metrics (declared by plugins, :mod:`autoscaler.plugins.metrics`) live beside the window in a
 long frame ``(job_key, epoch, scope, name, ts_ms, value)``: one row per measured value, so any number of
@@ -15,20 +20,18 @@ names costs no schema change. Their aggregation is unioned into the standard one
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from autoscaler.evaluate.aggregates import (
-    AverageParts,
-    CustomAggregate,
-    RatePoints,
-    VertexAggregates,
-    get_average,
-    get_rate,
-)
+from autoscaler.evaluate.aggregates import AverageParts, CustomAggregate, VertexAggregates, get_average
+from autoscaler.evaluate.fleet_columns import AGGREGATE_FIELDS, aggregates_by_job
 from autoscaler.model import JobSample, VertexId, VertexSample
 
 if TYPE_CHECKING:
@@ -44,13 +47,15 @@ __all__ = [
     "aggregate_frame",
     "collect_aggregates",
     "collect_tick_aggregates",
+    "collect_tick_columns",
     "custom_aggregate_frame",
     "custom_rows_frame",
     "job_custom_rows",
+    "keep_frame",
     "release_frame",
     "rows_frame",
-    "spark_error",
     "to_spark",
+    "window_rows",
 ]
 
 # VertexSample field -> column name in the window frame.
@@ -77,29 +82,90 @@ KEEP_DDL = "job_key string, epoch bigint, start_ms bigint"
 
 
 # ---------------------------------------------------------------------------------------------- frames
-def rows_frame(rows: Iterable[tuple[str, int, VertexId, int, VertexSample]]) -> pd.DataFrame:
-    """The window rows ``(job_key, epoch, vertex_id, ts_ms, sample)`` as a pandas frame for Arrow."""
-    data: dict[str, list[Any]] = {c: [] for c in ROW_COLUMNS}
-    for job_key, epoch, vid, ts_ms, sample in rows:
-        data["job_key"].append(job_key)
-        data["epoch"].append(epoch)
-        data["vertex_id"].append(vid)
-        data["ts_ms"].append(ts_ms)
-        for field, column in SAMPLE_COLUMNS.items():
-            data[column].append(float(getattr(sample, field)))
-    frame = pd.DataFrame(data)
-    return frame.astype(
-        {"epoch": "int64", "ts_ms": "int64", **dict.fromkeys(SAMPLE_COLUMNS.values(), "float64")}
+_SAMPLE_VALUES = attrgetter(*SAMPLE_COLUMNS)
+
+
+def window_rows(entries: Iterable[tuple[str, int, JobSample, Iterable[VertexId]]]) -> pa.Table:
+    """The window rows of whole samples, ``(job_key, epoch, sample, its vertex ids)``, as an Arrow table.
+
+    Built column by column: a sample's key, epoch and time are repeated by numpy, its values are read
+    with one ``attrgetter`` call per vertex, so 100,000 rows cost tens of milliseconds.
+    """
+    keys: list[str] = []
+    epochs: list[int] = []
+    stamps: list[int] = []
+    counts: list[int] = []
+    vids: list[VertexId] = []
+    samples: list[VertexSample] = []
+    for key, epoch, sample, vertex_ids in entries:
+        ids = list(vertex_ids)
+        vids.extend(ids)
+        samples.extend(map(sample.vertices.__getitem__, ids))
+        keys.append(key)
+        epochs.append(epoch)
+        stamps.append(sample.ts_ms)
+        counts.append(len(ids))
+    return _rows_table(keys, epochs, stamps, counts, vids, samples)
+
+
+def rows_frame(rows: Iterable[tuple[str, int, VertexId, int, VertexSample]]) -> pa.Table:
+    """The window rows ``(job_key, epoch, vertex_id, ts_ms, sample)``, one by one, as an Arrow table."""
+    listed = list(rows)
+    keys, epochs, vids, stamps, samples = (
+        (list(c) for c in zip(*listed, strict=True)) if listed else ([],) * 5
     )
+    return _rows_table(keys, epochs, stamps, [1] * len(keys), vids, samples)
+
+
+def _rows_table(
+    keys: list[str],
+    epochs: list[int],
+    stamps: list[int],
+    counts: list[int],
+    vids: list[VertexId],
+    samples: list[VertexSample],
+) -> pa.Table:
+    """``keys``, ``epochs`` and ``stamps`` hold one entry per group of ``counts`` consecutive rows."""
+    repeat = np.repeat(np.arange(len(keys), dtype=np.int64), counts)
+    width = len(SAMPLE_COLUMNS)
+    flat = itertools.chain.from_iterable(map(_SAMPLE_VALUES, samples))  # no array of tuples: 3x faster
+    values = np.fromiter(flat, dtype=np.float64, count=len(samples) * width).reshape(-1, width)
+    columns: dict[str, pa.Array] = {
+        "job_key": pa.array(keys, type=pa.string()).take(repeat),
+        "epoch": pa.array(np.asarray(epochs, dtype=np.int64)[repeat]),
+        "vertex_id": pa.array(vids, type=pa.string()),
+        "ts_ms": pa.array(np.asarray(stamps, dtype=np.int64)[repeat]),
+    }
+    for k, column in enumerate(SAMPLE_COLUMNS.values()):
+        columns[column] = pa.array(values[:, k])  # NaN stays a value: the SQL reads it as null (_value)
+    return pa.table(columns)
 
 
 CustomRow = tuple[str, int, str, str, int, float]  # (job_key, epoch, scope, name, ts_ms, value)
+_CUSTOM_TYPES = (pa.string(), pa.int64(), pa.string(), pa.string(), pa.int64(), pa.float64())
 
 
-def custom_rows_frame(rows: Iterable[CustomRow]) -> pd.DataFrame:
-    """Custom-metric rows ``(job_key, epoch, scope, name, ts_ms, value)`` as a pandas frame for Arrow."""
-    frame = pd.DataFrame(list(rows), columns=list(CUSTOM_COLUMNS))
-    return frame.astype({"epoch": "int64", "ts_ms": "int64", "value": "float64"})
+def custom_rows_frame(rows: Iterable[CustomRow]) -> pa.Table:
+    """Custom-metric rows ``(job_key, epoch, scope, name, ts_ms, value)`` as an Arrow table."""
+    listed = list(rows)
+    columns = list(zip(*listed, strict=True)) if listed else [()] * len(CUSTOM_COLUMNS)
+    return pa.table(
+        {
+            name: pa.array(list(values), type=kind)
+            for name, values, kind in zip(CUSTOM_COLUMNS, columns, _CUSTOM_TYPES, strict=True)
+        }
+    )
+
+
+def keep_frame(keep: Mapping[str, tuple[int, int]]) -> pa.Table:
+    """The rows to keep, ``{job_key: (epoch, start_ms)}`` (``WindowBook.retain``), as an Arrow table."""
+    return pa.table(
+        {
+            "job_key": pa.array(list(keep), type=pa.string()),
+            "epoch": pa.array([epoch for epoch, _ in keep.values()], type=pa.int64()),
+            "start_ms": pa.array([start for _, start in keep.values()], type=pa.int64()),
+        }
+    )
 
 
 def job_custom_rows(job_key: str, epoch: int, sample: JobSample) -> Iterable[CustomRow]:
@@ -108,8 +174,8 @@ def job_custom_rows(job_key: str, epoch: int, sample: JobSample) -> Iterable[Cus
         yield job_key, epoch, scope, name, sample.ts_ms, value
 
 
-def to_spark(spark: SparkSession, frame: pd.DataFrame, ddl: str) -> DataFrame:
-    if frame.empty:  # Arrow needs at least a schema; an empty list is the cheap way
+def to_spark(spark: SparkSession, frame: pa.Table, ddl: str) -> DataFrame:
+    if frame.num_rows == 0:  # Arrow needs at least a schema; an empty list is the cheap way
         return spark.createDataFrame([], ddl)
     return spark.createDataFrame(frame, ddl)
 
@@ -145,7 +211,7 @@ def _rate_aggs(value: str, name: str) -> list[str]:
 
 _LOAD = f"CASE WHEN {_value('busy')} < 0 THEN 0D ELSE {_value('busy')} END"  # max(0, busy), null stays
 # SQL text, not Column objects: building ~30 Columns costs ~1,000 py4j round trips per tick.
-AGGREGATES: tuple[str, ...] = (
+PART_AGGREGATES: tuple[str, ...] = (
     "count(1) AS samples",
     *_average_aggs(_LOAD, "busy"),
     *_average_aggs(_value("records_in_per_s"), "in_per_s"),
@@ -159,6 +225,49 @@ AGGREGATES: tuple[str, ...] = (
 )
 
 
+def _total(name: str) -> str:
+    """getAverage's total from its parts: the sum of the finite values, 0 when there are none."""
+    return f"coalesce(nanvl({name}_sum, 0D), 0D)"
+
+
+def _average(name: str) -> str:
+    """Reference getAverage (``aggregates.get_average``): the mean of the finite values, +inf if there
+    are only infinite ones, null (NaN in the driver) if none. ``n > 0`` keeps the division finite-only:
+    Spark's division by zero is null or an error, never Java's infinity."""
+    return f"CASE WHEN {name}_n > 0 THEN {_total(name)} / {name}_n WHEN {name}_inf > 0 THEN {_INF} END"
+
+
+def _rate(name: str) -> str:
+    """Reference getRate (``aggregates.get_rate``): 1000 * (last - first) / max(1 ms, their time apart),
+    null below two points. Same operations in the same order as the oracle, so the same double."""
+    span = f"greatest(1D, CAST({name}_t1 - {name}_t0 AS DOUBLE))"
+    return f"CASE WHEN {name}_n >= 2 THEN 1000D * ({name}_v1 - {name}_v0) / {span} END"
+
+
+# One row per vertex, VertexAggregates' fields by name (fleet_columns.AGGREGATE_FIELDS). The observed TPR
+# stays in parts: its min-observations is a per-job option the driver applies.
+AGGREGATES: tuple[str, ...] = (
+    "job_key",
+    "vertex_id",
+    "samples",
+    f"{_total('busy')} AS busy_sum",
+    "busy_n AS busy_count",
+    "busy_inf AS busy_infinite",
+    f"{_rate('acc_busy')} AS accumulated_busy_rate",
+    f"{_rate('acc_busy_agg')} AS accumulated_busy_agg_rate",
+    f"{_rate('in')} AS records_in_rate",
+    f"{_rate('out')} AS records_out_rate",
+    f"{_rate('lag')} AS lag_rate",
+    "lag_v1 AS lag_latest",
+    f"{_average('in_per_s')} AS records_in_per_s_avg",
+    f"{_total('tpr')} AS observed_tpr_sum",
+    "tpr_n AS observed_tpr_count",
+    "tpr_inf AS observed_tpr_infinite",
+    f"{_average('bp')} AS backpressure_avg",
+)
+assert [a.rsplit(" AS ", 1)[-1] for a in AGGREGATES[2:]] == list(AGGREGATE_FIELDS), "VertexAggregates changed"
+
+
 _CUSTOM_VALUE = _value("value")
 CUSTOM_AGGREGATES: tuple[str, ...] = (
     f"count({_CUSTOM_VALUE}) AS cm_points",
@@ -169,117 +278,107 @@ CUSTOM_AGGREGATES: tuple[str, ...] = (
 
 def custom_aggregate_frame(custom: DataFrame) -> DataFrame:
     """ONE ROW PER (job_key, scope, name): the latest value and the getAverage parts."""
-    from pyspark.sql import functions as F
-
-    return custom.groupBy("job_key", "scope", "name").agg(*(F.expr(a) for a in CUSTOM_AGGREGATES))
+    return custom.groupBy("job_key", "scope", "name").agg(*_parsed(custom, CUSTOM_AGGREGATES))
 
 
 def aggregate_frame(window: DataFrame) -> DataFrame:
-    """ONE ROW PER (job_key, vertex_id): the parts of every window aggregate the formulas need."""
+    """ONE ROW PER (job_key, vertex_id): every window aggregate the formulas need (:data:`AGGREGATES`)."""
+    parts = window.groupBy("job_key", "vertex_id").agg(*_parsed(window, PART_AGGREGATES))
+    return parts.selectExpr(*AGGREGATES)
+
+
+# Per session, the aggregate expressions parsed into Columns. On a classic session each F.expr is a round
+# trip to the JVM and a parse there: some 100 ms of a tick for the 38 of them, every tick, for the same
+# text. A Column is an unresolved expression, so one parse serves every later query of its session.
+_PARSED: dict[tuple[int, tuple[str, ...]], tuple[Any, list[Any]]] = {}
+
+
+def _parsed(frame: DataFrame, expressions: tuple[str, ...]) -> list[Any]:
     from pyspark.sql import functions as F
 
-    return window.groupBy("job_key", "vertex_id").agg(*(F.expr(a) for a in AGGREGATES))
-
-
-def _num(x: Any) -> float:
-    """A collected value as a float; null (None, pandas NA or NaN) becomes NaN."""
-    return math.nan if x is None or x is pd.NA else float(x)
-
-
-def _parts(row: Mapping[str, Any], name: str) -> AverageParts:
-    total = _num(row[f"{name}_sum"])
-    return AverageParts(0.0 if math.isnan(total) else total, int(row[f"{name}_n"]), int(row[f"{name}_inf"]))
-
-
-def _points(row: Mapping[str, Any], name: str) -> RatePoints:
-    return RatePoints(
-        int(row[f"{name}_n"]),
-        _num(row[f"{name}_t0"]),
-        _num(row[f"{name}_v0"]),
-        _num(row[f"{name}_t1"]),
-        _num(row[f"{name}_v1"]),
-    )
-
-
-def _aggregates(row: Mapping[str, Any]) -> VertexAggregates:
-    busy, tpr, lag = _parts(row, "busy"), _parts(row, "tpr"), _points(row, "lag")
-    return VertexAggregates(
-        samples=int(row["samples"]),
-        busy_sum=busy.total,
-        busy_count=busy.count,
-        busy_infinite=busy.infinite,
-        accumulated_busy_rate=get_rate(_points(row, "acc_busy")),
-        accumulated_busy_agg_rate=get_rate(_points(row, "acc_busy_agg")),
-        records_in_rate=get_rate(_points(row, "in")),
-        records_out_rate=get_rate(_points(row, "out")),
-        lag_rate=get_rate(lag),
-        lag_latest=lag.last,
-        records_in_per_s_avg=get_average(_parts(row, "in_per_s")),
-        observed_tpr_sum=tpr.total,
-        observed_tpr_count=tpr.count,
-        observed_tpr_infinite=tpr.infinite,
-        backpressure_avg=get_average(_parts(row, "bp")),
-    )
+    session = frame.sparkSession
+    key = (id(session), expressions)
+    cached = _PARSED.get(key)
+    if cached is None or cached[0] is not session:  # a new session (a reconnect): parse again
+        for stale in [k for k, (s, _) in _PARSED.items() if s is not session]:
+            del _PARSED[stale]  # a replaced session's Columns belong to its JVM
+        cached = _PARSED[key] = (session, [F.expr(e) for e in expressions])
+    return cached[1]
 
 
 def collect_aggregates(window: DataFrame) -> dict[str, dict[VertexId, VertexAggregates]]:
-    """Run :func:`aggregate_frame` and bring the per-vertex rows to the driver through Arrow."""
-    return _split(aggregate_frame(window).toPandas())[0]
+    """Run :func:`aggregate_frame` and bring the per-vertex rows to the driver as ``VertexAggregates``."""
+    return aggregates_by_job(aggregate_frame(window).toArrow())
 
 
 # job key -> scope -> name -> the metric's window
 CustomAggregates = dict[str, dict[str, dict[str, CustomAggregate]]]
 
+_STANDARD_SCHEMA = pa.schema(
+    [
+        ("job_key", pa.string()),
+        ("vertex_id", pa.string()),
+        *(
+            (name, pa.int64() if isinstance(getattr(VertexAggregates(), name), int) else pa.float64())
+            for name in AGGREGATE_FIELDS
+        ),
+    ]
+)
 
-def collect_tick_aggregates(
+
+def collect_tick_columns(
     window: DataFrame | None, custom: DataFrame | None
-) -> tuple[dict[str, dict[VertexId, VertexAggregates]], CustomAggregates]:
-    """Both aggregations of a tick in ONE Spark query: the custom rows are unioned into the standard ones.
+) -> tuple[pa.Table, CustomAggregates]:
+    """Both aggregations of a tick in ONE Spark query (the custom rows are unioned into the standard
+    ones), collected through Arrow: the standard rows as a table (``job_key``, ``vertex_id`` and
+    ``VertexAggregates``' fields), the custom ones read into their aggregates.
 
     The two kinds of rows are told apart by ``name``, which only custom rows have.
     """
     candidates = (_maybe(window, aggregate_frame), _maybe(custom, custom_aggregate_frame))
     frames = [f for f in candidates if f is not None]
     if not frames:
-        return {}, {}
+        return _STANDARD_SCHEMA.empty_table(), {}
     frame = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1], allowMissingColumns=True)
-    return _split(frame.toPandas())
+    table = frame.toArrow()
+    if "name" not in table.column_names:
+        return table.select(_STANDARD_SCHEMA.names), {}
+    is_custom = pc.is_valid(table["name"])
+    standard = _STANDARD_SCHEMA.empty_table()
+    if "vertex_id" in table.column_names:
+        standard = table.filter(pc.invert(is_custom)).select(_STANDARD_SCHEMA.names)
+    return standard, _custom_aggregates(table.filter(is_custom))
+
+
+def collect_tick_aggregates(
+    window: DataFrame | None, custom: DataFrame | None
+) -> tuple[dict[str, dict[VertexId, VertexAggregates]], CustomAggregates]:
+    """:func:`collect_tick_columns` with the standard rows as ``{job_key: {vertex_id: VertexAggregates}}``."""
+    standard, custom_aggregates = collect_tick_columns(window, custom)
+    return aggregates_by_job(standard), custom_aggregates
 
 
 def _maybe(frame: DataFrame | None, aggregate: Callable[[DataFrame], DataFrame]) -> DataFrame | None:
     return None if frame is None else aggregate(frame)
 
 
-def _split(frame: pd.DataFrame) -> tuple[dict[str, dict[VertexId, VertexAggregates]], CustomAggregates]:
-    """Collected rows -> per-vertex aggregates and custom aggregates.
-
-    Columns become plain Python lists first (``tolist``): per-cell pandas access would cost more than
-    the Spark query for a thousand vertices.
-    """
-    columns = {name: frame[name].tolist() for name in frame.columns}
-    standard: dict[str, dict[VertexId, VertexAggregates]] = {}
-    custom: CustomAggregates = {}
-    for i in range(len(frame)):
-        row = {name: values[i] for name, values in columns.items()}
-        job_key = str(row["job_key"])
-        if _is_null(row.get("name")):
-            standard.setdefault(job_key, {})[str(row["vertex_id"])] = _aggregates(row)
-        else:
-            scope = custom.setdefault(job_key, {}).setdefault(str(row["scope"]), {})
-            scope[str(row["name"])] = _custom_aggregate(row)
-    return standard, custom
+def _num(x: Any) -> float:
+    """A collected value as a float; null (None or NaN) becomes NaN."""
+    return math.nan if x is None else float(x)
 
 
-def _is_null(x: Any) -> bool:
-    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
-
-
-def _custom_aggregate(row: Mapping[str, Any]) -> CustomAggregate:
-    return CustomAggregate(
-        points=int(row["cm_points"]),
-        current=_num(row["cm_current"]),
-        average=get_average(_parts(row, "cm")),
-    )
+def _custom_aggregates(table: pa.Table) -> CustomAggregates:
+    """Collected custom rows -> their aggregates (a few per job: read row by row)."""
+    names = ("job_key", "scope", "name", "cm_points", "cm_current", "cm_sum", "cm_n", "cm_inf")
+    out: CustomAggregates = {}
+    for key, scope, name, points, current, total, count, infinite in zip(
+        *(table[n].to_pylist() for n in names), strict=True
+    ):
+        finite_total = _num(total)
+        parts = AverageParts(0.0 if math.isnan(finite_total) else finite_total, int(count), int(infinite))
+        aggregate = CustomAggregate(points=int(points), current=_num(current), average=get_average(parts))
+        out.setdefault(str(key), {}).setdefault(str(scope), {})[str(name)] = aggregate
+    return out
 
 
 def release_frame(frame: DataFrame | None) -> None:
@@ -296,16 +395,3 @@ def release_frame(frame: DataFrame | None) -> None:
     # Connect (no _jdf) or a plan that is not a LogicalRDD: nothing to free by hand.
     with contextlib.suppress(Exception):
         frame._jdf.queryExecution().analyzed().rdd().unpersist(False)  # type: ignore[attr-defined]
-
-
-def spark_error(err: BaseException, classes: Sequence[str]) -> str | None:
-    """The first line of Spark's message from one of the error ``classes`` on, if ``err`` has one.
-
-    Matched in the text: classic (py4j) and Connect errors carry the class alike.
-    """
-    try:
-        text = str(err)
-    except Exception:  # a py4j error whose JVM is gone cannot even describe itself
-        return None
-    found = [at for at in (text.find(c) for c in classes) if at >= 0]
-    return text[min(found) :].split("\n", 1)[0] if found else None

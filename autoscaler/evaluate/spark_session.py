@@ -8,7 +8,8 @@ the Connect client's fail-fast retry policy, and the loggers quieted for what th
 purpose. :func:`session_conf` and :func:`is_connect` need no JVM. The evaluator
 (:mod:`autoscaler.evaluate.spark`) starts its session with :func:`create_spark_session`, and makes a new
 one with it when a Connect server lost the old one, or when the local driver JVM died
-(:func:`local_jvm_alive`, :func:`discard_local_session`).
+(:func:`local_jvm_alive`, :func:`discard_local_session`); :func:`spark_error` tells such a loss by the
+error class in a failed call's message.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 import re
 import socket
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from autoscaler.settings import SparkSettings
@@ -26,7 +28,14 @@ from autoscaler.settings import SparkSettings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["create_spark_session", "discard_local_session", "is_connect", "local_jvm_alive", "session_conf"]
+__all__ = [
+    "create_spark_session",
+    "discard_local_session",
+    "is_connect",
+    "local_jvm_alive",
+    "session_conf",
+    "spark_error",
+]
 
 # Connect's default retry policy waits out an unreachable server for at least 10 minutes inside one
 # call. A tick fails fast instead (about 17 s: 5 retries from 50 ms, x4, at most 15 s apart): nothing
@@ -204,3 +213,16 @@ def discard_local_session(session: SparkSession) -> int | None:
         return proc.wait(timeout=30)
     except Exception:
         return None
+
+
+def spark_error(err: BaseException, classes: Sequence[str]) -> str | None:
+    """The first line of Spark's message from one of the error ``classes`` on, if ``err`` has one.
+
+    Matched in the text: classic (py4j) and Connect errors carry the class alike.
+    """
+    try:
+        text = str(err)
+    except Exception:  # a py4j error whose JVM is gone cannot even describe itself
+        return None
+    found = [at for at in (text.find(c) for c in classes) if at >= 0]
+    return text[min(found) :].split("\n", 1)[0] if found else None

@@ -24,8 +24,11 @@ evaluated metric known at its newest sample was known within its first half too
 
 from __future__ import annotations
 
+import bisect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import overload
 
 from autoscaler.collect.sanity import counters_fell
 from autoscaler.evaluate.load_change import load_changed, load_changing
@@ -129,16 +132,32 @@ def window_start_ms(window: JobWindow, now_ms: int, *, present: bool = True) -> 
 
     A job not ``present`` in this tick ages out by the tick's time, sample by sample.
     """
-    edge = min(now_ms, window.last_ts_ms) if present else now_ms
-    floor = (
-        window.stable_since_ms
-        if window.level_since_ms is None
-        else max(window.stable_since_ms, window.level_since_ms)
+    if not present:
+        return max(_floor(window), now_ms - window.metrics_window_ms)
+    return _start_ms(
+        window.timestamps, min(now_ms, window.last_ts_ms), _floor(window), window.metrics_window_ms
     )
-    soft = edge - window.metrics_window_ms
-    reach = soft - BOUNDARY_REACH * window.metrics_window_ms
-    before = [ts for ts in window.timestamps if reach < ts <= soft] if present else []
-    return max(floor, before[-1] if before else soft)
+
+
+def _floor(window: JobWindow) -> int:
+    """The window never starts before stabilization ends, nor before a load change's new level."""
+    if window.level_since_ms is None:
+        return window.stable_since_ms
+    return max(window.stable_since_ms, window.level_since_ms)
+
+
+def _start_ms(timestamps: tuple[int, ...], edge: int, floor: int, metrics_window_ms: int) -> int:
+    """:func:`window_start_ms` of a present job whose newest sample is at ``edge`` (at the latest).
+
+    ``timestamps`` ascend (a sample joins only after the newest one), so the newest at or before the
+    boundary is found by bisection: the book runs this for every job on every tick.
+    """
+    soft = edge - metrics_window_ms
+    reach = soft - BOUNDARY_REACH * metrics_window_ms
+    at = bisect.bisect_right(timestamps, soft)
+    if at and timestamps[at - 1] > reach:
+        return max(floor, timestamps[at - 1])
+    return max(floor, soft)
 
 
 def slide(window: JobWindow, now_ms: int, *, present: bool = True) -> JobWindow:
@@ -146,12 +165,12 @@ def slide(window: JobWindow, now_ms: int, *, present: bool = True) -> JobWindow:
     start = window_start_ms(window, now_ms, present=present)
     if not window.timestamps or window.timestamps[0] >= start:
         return window
-    kept = [i for i, ts in enumerate(window.timestamps) if ts >= start]
+    cut = bisect.bisect_left(window.timestamps, start)  # ascending: what is kept is a suffix
     return replace(
         window,
-        timestamps=tuple(window.timestamps[i] for i in kept),
-        offered=tuple(window.offered[i] for i in kept),
-        known=tuple(window.known[i] for i in kept),
+        timestamps=window.timestamps[cut:],
+        offered=window.offered[cut:],
+        known=window.known[cut:],
     )
 
 
@@ -286,29 +305,17 @@ def observe(
             last_ts_ms=ts_ms - 1,
         )
     else:  # options may change between ticks; the newest ones apply
-        window = replace(
-            previous,
-            stable_since_ms=previous.running_since_ms + stabilization_ms,
-            metrics_window_ms=metrics_window_ms,
-        )
+        window = previous
+        stable_since_ms = previous.running_since_ms + stabilization_ms
+        if (stable_since_ms, metrics_window_ms) != (previous.stable_since_ms, previous.metrics_window_ms):
+            window = replace(previous, stable_since_ms=stable_since_ms, metrics_window_ms=metrics_window_ms)
     if ts_ms <= window.last_ts_ms:  # duplicate or out of order: nothing new to add
         window = slide(window, now_ms)
         changing = _full(window, now_ms) and load_changing(_points(window), load_change_threshold)
         status = _status(window, now_ms, reset=False, kept=False, load_changing=changing)
         return _told(window, status), status
 
-    window = replace(window, last_ts_ms=ts_ms, last_counters=counters or window.last_counters)
-    if window.first_stable_ts_ms is None and ts_ms >= window.stable_since_ms:
-        window = replace(window, first_stable_ts_ms=ts_ms)
-    kept = ts_ms >= window_start_ms(window, now_ms)
-    if kept:
-        window = replace(
-            window,
-            timestamps=(*window.timestamps, ts_ms),
-            offered=(*window.offered, offered),
-            known=(*window.known, known),
-        )
-    window = slide(window, now_ms)
+    window, kept = _advance(window, ts_ms, now_ms, offered=offered, known=known, counters=counters)
     change_ms, changing = None, False
     if kept:
         window, change_ms = _after_load_change(window, load_change_threshold)
@@ -317,7 +324,8 @@ def observe(
         # load that keeps changing would never get a decision.
         capped = window.level_resets >= MAX_LEVEL_RESETS
         changing = not capped and load_changing(_points(window), load_change_threshold)
-        window = replace(window, level_resets=0)  # it filled and decides: changes may restart it again
+        if window.level_resets:  # it filled and decides: changes may restart it again
+            window = replace(window, level_resets=0)
     status = _status(
         window,
         now_ms,
@@ -330,5 +338,62 @@ def observe(
     return _told(window, status), status
 
 
-def _points(window: JobWindow) -> tuple[tuple[int, float], ...]:
-    return tuple(zip(window.timestamps, window.offered, strict=True))
+def _advance(
+    window: JobWindow, ts_ms: int, now_ms: int, *, offered: float, known: int, counters: tuple[float, ...]
+) -> tuple[JobWindow, bool]:
+    """A new sample (``ts_ms`` after the newest): the window with it, if it is inside, and slid to
+    ``now_ms``; and whether it was kept.
+
+    One new window value instead of one per step (newest time, first stable sample, the appended
+    sample, the slide): the book runs this for every job on every tick.
+    """
+    first = window.first_stable_ts_ms
+    if first is None and ts_ms >= window.stable_since_ms:
+        first = ts_ms
+    edge, floor, span = min(now_ms, ts_ms), _floor(window), window.metrics_window_ms
+    timestamps, offers, knowns = window.timestamps, window.offered, window.known
+    kept = ts_ms >= _start_ms(timestamps, edge, floor, span)
+    if kept:
+        timestamps, offers, knowns = (*timestamps, ts_ms), (*offers, offered), (*knowns, known)
+    cut = bisect.bisect_left(timestamps, _start_ms(timestamps, edge, floor, span))
+    advanced = replace(
+        window,
+        last_ts_ms=ts_ms,
+        last_counters=counters or window.last_counters,
+        first_stable_ts_ms=first,
+        timestamps=timestamps[cut:],
+        offered=offers[cut:],
+        known=knowns[cut:],
+    )
+    return advanced, kept
+
+
+class _Points(Sequence[tuple[int, float]]):
+    """The window's (timestamp, offered records) pairs, as the load-change rules read them.
+
+    A view, not a tuple of pairs: the rules read three or four of them, and the book asks for every job
+    on every tick (twice), so building all the pairs cost more than the rules themselves.
+    """
+
+    __slots__ = ("_offered", "_timestamps")
+
+    def __init__(self, window: JobWindow) -> None:
+        self._timestamps, self._offered = window.timestamps, window.offered
+
+    def __len__(self) -> int:
+        return len(self._timestamps)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[int, float]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[tuple[int, float]]: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[int, float] | Sequence[tuple[int, float]]:
+        if isinstance(index, slice):
+            return tuple(zip(self._timestamps[index], self._offered[index], strict=True))
+        return self._timestamps[index], self._offered[index]
+
+
+def _points(window: JobWindow) -> Sequence[tuple[int, float]]:
+    return _Points(window)

@@ -517,14 +517,14 @@ def test_one_aggregation_query_per_tick_for_every_job_and_no_custom_frame_withou
     spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     frame_type = type(spark.createDataFrame([(1,)], "a int"))
-    real = frame_type.toPandas
+    real = frame_type.toArrow  # how the evaluator collects the aggregation's rows
     calls: list[int] = []
 
     def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(frame_type, "toPandas", counting)
+    monkeypatch.setattr(frame_type, "toArrow", counting)
     ev = SparkEvaluator(spark)
     for tick in range(3):
         now = T0 + tick * 10 * S

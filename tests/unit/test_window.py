@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from autoscaler.evaluate.window import WindowStatus
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autoscaler.evaluate.window import BOUNDARY_REACH, JobWindow, WindowStatus, slide, window_start_ms
 from autoscaler.evaluate.window_book import WindowBook
 from autoscaler.reasons import Reason
 
@@ -175,3 +178,44 @@ def test_the_window_ends_at_its_newest_sample_and_begins_at_the_last_one_before_
     # Never more than half a window before the start: a gap in collection leaves what is left.
     late = feed(book, stamps[-1] + 55 * S, metrics_window_ms=30 * S)
     assert late.samples == 1
+
+
+# ---------------------------------------------------------------------------------------------- bisection
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 10**6), unique=True, max_size=20).map(sorted),
+    st.integers(0, 2 * 10**6),
+    st.integers(0, 10**6),
+    st.sampled_from([0, 1, 10 * S, 30 * S, 15 * M]),
+    st.one_of(st.none(), st.integers(0, 10**6)),
+    st.booleans(),
+)
+def test_the_window_start_and_slide_by_bisection_equal_a_scan_of_every_sample(
+    timestamps: list[int], now_ms: int, stable_since_ms: int, span_ms: int, level: int | None, present: bool
+) -> None:
+    """The book bisects the window's ascending timestamps; this is the rule read sample by sample."""
+    window = JobWindow(
+        epoch=0,
+        running_since_ms=0,
+        vertex_ids=frozenset(V),
+        stable_since_ms=stable_since_ms,
+        metrics_window_ms=span_ms,
+        first_stable_ts_ms=timestamps[0] if timestamps else None,
+        last_ts_ms=timestamps[-1] if timestamps else 0,
+        timestamps=tuple(timestamps),
+        offered=tuple(float(t) for t in timestamps),
+        known=tuple(range(len(timestamps))),
+        level_since_ms=level,
+    )
+    edge = min(now_ms, window.last_ts_ms) if present else now_ms
+    floor = stable_since_ms if level is None else max(stable_since_ms, level)
+    soft = edge - span_ms
+    reach = soft - BOUNDARY_REACH * span_ms
+    before = [ts for ts in timestamps if reach < ts <= soft] if present else []
+    start = max(floor, before[-1] if before else soft)
+    assert window_start_ms(window, now_ms, present=present) == start
+    slid = slide(window, now_ms, present=present)
+    kept = [i for i, ts in enumerate(timestamps) if ts >= start]
+    assert slid.timestamps == tuple(timestamps[i] for i in kept)
+    assert slid.offered == tuple(window.offered[i] for i in kept)
+    assert slid.known == tuple(window.known[i] for i in kept)
