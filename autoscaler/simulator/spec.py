@@ -289,6 +289,13 @@ class SimClusterSpec(_Spec):
     metric_fetch_interval_s: float = Field(
         default=0.0, ge=0, description="0: fresh metrics on every query; > 0: Flink's lazy metric fetcher"
     )
+    taskmanager_heap_bytes: int = Field(
+        default=436_207_616,
+        gt=0,
+        description="a TaskManager's Status.JVM.Memory.Heap.Max (the lab's small TM by default); its heap "
+        "use is 150 MB + 8 MB per task, so a fleet's many-slot TaskManagers need more not to read as "
+        "memory pressure",
+    )
     step_s: float = Field(default=0.1, gt=0, le=5.0)
     config: dict[str, str] = Field(
         default_factory=dict, description="extra keys served by /jobmanager/config"

@@ -493,3 +493,88 @@ jobs:
     path.write_text("jobs: [{template: nope}]", encoding="utf-8")
     with pytest.raises(ValueError, match=r"jobs\[0\].*unknown template"):
         load_scenario(path)
+
+
+def test_a_job_read_alone_matches_one_integrated_with_every_read() -> None:
+    """Jobs catch up to the clock when read, not at every request: a job nobody reads for a while ends
+    where one integrated at every other job's read would (a constant load cuts the same either way)."""
+
+    def run(read_all_each_hop: bool) -> list[tuple[float, float, dict[str, int]]]:
+        clock = FakeClock()
+        cluster = SimCluster(SimClusterSpec(), clock)
+        busy = cluster.submit(work_job(name="busy", input_rate=Constant(2000)))
+        quiet = cluster.submit(work_job(name="quiet", input_rate=Constant(900)))
+        for hop in range(73):
+            clock.advance(0.37)
+            cluster.backlog(busy)  # the busy job is read at every hop
+            if read_all_each_hop:
+                cluster.now_ms()  # what every request did before: integrate every job
+            if hop == 40:
+                body = {vid: (1, 3) for vid in cluster.vertex_ids(busy).values()}
+                cluster.set_resource_requirements(busy, body)
+        return [
+            (
+                cluster.backlog(job),
+                metric(cluster, job, WORK, "accumulateBusyTimeMs", "sum"),
+                cluster.parallelism(job),
+            )
+            for job in (busy, quiet)
+        ]
+
+    lazy, eager = run(False), run(True)
+    for (backlog, busy_ms, parallelism), (backlog_e, busy_ms_e, parallelism_e) in zip(
+        lazy, eager, strict=True
+    ):
+        assert parallelism == parallelism_e
+        assert backlog == pytest.approx(backlog_e, rel=1e-9, abs=1e-6)
+        assert busy_ms == pytest.approx(busy_ms_e, rel=1e-9)
+
+
+def test_a_rest_request_integrates_only_the_jobs_it_reads(clock: FakeClock) -> None:
+    """What makes a request cost the same whatever the fleet: serving a job's details moves that job
+    alone; a metric fetch, the job list and the TaskManagers move every job."""
+    from autoscaler.simulator import handle
+    from autoscaler.simulator.scenarios import LAB_VERTEX_IDS
+
+    cluster = SimCluster(SimClusterSpec(metric_fetch_interval_s=10), clock)
+    a, b = cluster.submit(work_job(name="a")), cluster.submit(work_job(name="b"))
+    clock.advance(3)
+    assert handle(cluster, "GET", f"/jobs/{a}", {}, None)[0] == 200  # the first metric fetch: all jobs
+    fetched_ms = clock.now_ms()
+    clock.advance(1)
+    assert handle(cluster, "GET", f"/jobs/{a}", {}, None)[0] == 200  # served from that fetch
+    assert (
+        handle(cluster, "GET", f"/jobs/{a}/vertices/{LAB_VERTEX_IDS[WORK]}/subtasks/metrics", {}, None)[0]
+        == 200
+    )
+    positions = {job.job_id: job.t_ms for job in cluster._jobs.values()}
+    assert positions == {a: clock.now_ms(), b: fetched_ms}
+    clock.advance(1)
+    assert handle(cluster, "GET", "/jobs/overview", {}, None)[0] == 200
+    assert {job.t_ms for job in cluster._jobs.values()} == {clock.now_ms()}
+
+
+def test_a_fetch_reports_each_job_as_it_was_when_fetched_however_late_it_is_read() -> None:
+    """A fetch freezes every job and reports one only when first asked (a fleet's fetch would hold the
+    cluster for seconds otherwise): read late, after the job moved on and even restarted, a job's
+    metrics are still those of the fetch's instant."""
+
+    def fetched(read_late: bool) -> dict[str, object]:
+        clock = FakeClock()
+        cluster = SimCluster(SimClusterSpec(metric_fetch_interval_s=10, cooldown_after_rescaling_s=0), clock)
+        job_id = cluster.submit(work_job(input_rate=Constant(2000)))
+        clock.advance(40)
+        store = cluster._fetch(cluster.now_ms())
+        if read_late:
+            cluster.set_resource_requirements(
+                job_id, {vid: (1, 2) for vid in cluster.vertex_ids(job_id).values()}
+            )
+            clock.advance(25)
+            assert cluster.rescale_count(job_id) == 1 and cluster.parallelism(job_id)["Work"] == 2
+        metrics = store.jobs[job_id]
+        return {
+            "job": dict(metrics.job),
+            **{vid: list(subtasks) for vid, subtasks in metrics.vertices.items()},
+        }
+
+    assert fetched(read_late=True) == fetched(read_late=False)

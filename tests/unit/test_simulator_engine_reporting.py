@@ -74,3 +74,14 @@ def test_source_that_does_not_count_records_in_still_counts_what_it_emits(clock:
     rates = {name: subtask[f"Source__Reader.{name}PerSecond"] for name in ("numRecordsIn", "numRecordsOut")}
     assert counters["numRecordsIn"] == 0 and counters["numRecordsOut"] > 0
     assert rates["numRecordsIn"] == 0.0 and rates["numRecordsOut"] > 0
+
+
+def test_the_taskmanager_heap_follows_the_spec(clock: FakeClock) -> None:
+    """A fleet's TaskManagers hold many tasks: their heap size is the spec's (the lab's small TM unless
+    told), so that many tasks need not read as memory pressure."""
+    default = SimCluster(SimClusterSpec(), clock).metric_store().taskmanagers
+    assert {m["Status.JVM.Memory.Heap.Max"] for m in default.values()} == {436_207_616}
+    big = SimCluster(SimClusterSpec(taskmanager_heap_bytes=8 << 30), clock).metric_store().taskmanagers
+    assert {
+        (m["Status.JVM.Memory.Heap.Max"], m["Status.JVM.Memory.Heap.Committed"]) for m in big.values()
+    } == {(8 << 30, 8 << 30)}

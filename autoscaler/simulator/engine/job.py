@@ -7,6 +7,7 @@ report from these counters is in ``reporting``.
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -121,6 +122,14 @@ class SimJob:
         self.gains: dict[str, float] = {}
         self.max_emission_rate = 0.0
         self._start_tasks()
+
+    def frozen(self) -> SimJob:
+        """This job as it is now, for a metric fetch that reports it later: what moves is copied (the
+        state and counters, the parallelism, the task counters' scalars); the topology is shared."""
+        twin = copy.copy(self)
+        twin.parallelism = dict(self.parallelism)
+        twin.tasks = {name: copy.copy(task) for name, task in self.tasks.items()}
+        return twin
 
     @staticmethod
     def _reachable(start: str, edges: tuple[SimEdgeSpec, ...]) -> set[str]:

@@ -8,10 +8,10 @@ metrics are scoped by its name with spaces and colons turned into underscores.
 from __future__ import annotations
 
 from autoscaler.simulator.engine.job import SimJob
-from autoscaler.simulator.engine.store import CHECKPOINT_DURATION_MS, MetricValue
+from autoscaler.simulator.engine.store import CHECKPOINT_DURATION_MS, JobMetrics, MetricValue
 from autoscaler.simulator.spec import SimVertexSpec
 
-__all__ = ["BYTES_PER_RECORD", "job_metrics", "operator_metric_prefix", "subtask_metrics"]
+__all__ = ["BYTES_PER_RECORD", "job_metrics", "operator_metric_prefix", "report", "subtask_metrics"]
 
 BYTES_PER_RECORD = 21
 _NO_WATERMARK = -9223372036854775808  # Long.MIN_VALUE: no watermark yet
@@ -26,6 +26,17 @@ def _split_int(total: float, parts: int) -> list[int]:
     """``int(total)`` cut into ``parts`` near-equal integers that sum back to it."""
     whole = max(0, int(total))
     return [(whole * (i + 1)) // parts - (whole * i) // parts for i in range(parts)]
+
+
+def report(job: SimJob, now_ms: int) -> JobMetrics:
+    """What a metric fetch at ``now_ms`` holds for ``job``: its job metrics, and its vertices' while
+    it runs (a restarting job's tasks have unregistered theirs)."""
+    return JobMetrics(
+        job=job_metrics(job, now_ms),
+        vertices={
+            job.vertex_ids[name]: subtask_metrics(job, name) for name in job.order if job.state == "RUNNING"
+        },
+    )
 
 
 def job_metrics(job: SimJob, now_ms: int) -> dict[str, MetricValue]:

@@ -6,8 +6,9 @@ job state, the checkpoint cadence or the metric-store snapshot without importing
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 __all__ = [
     "CHECKPOINT_DURATION_MS",
@@ -16,6 +17,7 @@ __all__ = [
     "TICK_MS",
     "CheckpointSummary",
     "JobMetrics",
+    "LazyMapping",
     "MetricStore",
     "MetricValue",
     "ResourceRequirementsError",
@@ -73,6 +75,31 @@ class JobMetrics:
 
     job: Mapping[str, MetricValue]
     vertices: Mapping[str, tuple[Mapping[str, MetricValue], ...]]
+
+
+_V = TypeVar("_V")
+
+
+class LazyMapping(Mapping[str, _V]):
+    """A mapping whose values are made on first read, then kept: a metric fetch's jobs, each reported
+    only when a request asks for it (a fleet's fetch would otherwise build every job's at once)."""
+
+    def __init__(self, makers: Mapping[str, Callable[[], _V]]) -> None:
+        self._makers = dict(makers)
+        self._made: dict[str, _V] = {}
+
+    def __getitem__(self, key: str) -> _V:
+        try:
+            return self._made[key]
+        except KeyError:
+            value = self._made[key] = self._makers[key]()  # KeyError for a key it never had
+            return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._makers)
+
+    def __len__(self) -> int:
+        return len(self._makers)
 
 
 @dataclass(frozen=True, slots=True)

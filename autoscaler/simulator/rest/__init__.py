@@ -7,13 +7,15 @@ an in-process ``httpx.MockTransport``. Shapes follow the answers recorded from a
 The package: ``routes`` dispatches a request to its handler (``handle``, ``transport``); ``view`` is
 what every handler is given and ``errors`` how it fails; the handlers are grouped by what they answer:
 ``cluster`` (overview, configuration, TaskManagers), ``jobs`` (jobs and vertices), ``control`` (cancel
-and rescale), ``checkpoints``, and ``metrics`` (the metric endpoints and Flink's value formats).
+and rescale), ``checkpoints``, and ``metrics`` (the metric endpoints and Flink's value formats);
+``counts`` counts the requests answered, by endpoint template, for benchmarks.
 """
 
 from __future__ import annotations
 
 from autoscaler.simulator.rest.cluster import FLINK_COMMIT, FLINK_VERSION
+from autoscaler.simulator.rest.counts import NO_ROUTE, RequestCounts
 from autoscaler.simulator.rest.metrics import java_string
 from autoscaler.simulator.rest.routes import handle, transport
 
-__all__ = ["FLINK_COMMIT", "FLINK_VERSION", "handle", "java_string", "transport"]
+__all__ = ["FLINK_COMMIT", "FLINK_VERSION", "NO_ROUTE", "RequestCounts", "handle", "java_string", "transport"]

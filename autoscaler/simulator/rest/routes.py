@@ -21,6 +21,7 @@ from autoscaler.simulator.rest.cluster import (
     taskmanagers,
 )
 from autoscaler.simulator.rest.control import cancel_job, get_requirements, put_requirements
+from autoscaler.simulator.rest.counts import NO_ROUTE, RequestCounts
 from autoscaler.simulator.rest.errors import HttpError
 from autoscaler.simulator.rest.jobs import (
     job_config,
@@ -77,7 +78,7 @@ _ROUTES: list[tuple[str, tuple[str, ...], Handler]] = [
 ]
 
 
-def _match(method: str, segments: list[str]) -> tuple[Handler, Params] | None:
+def _match(method: str, segments: list[str]) -> tuple[Handler, Params, tuple[str, ...]] | None:
     for route_method, pattern, handler in _ROUTES:
         if route_method != method or len(pattern) != len(segments):
             continue
@@ -88,7 +89,7 @@ def _match(method: str, segments: list[str]) -> tuple[Handler, Params] | None:
             elif expected != actual:
                 break
         else:
-            return handler, params
+            return handler, params, pattern
     return None
 
 
@@ -99,19 +100,24 @@ def handle(
     query: Mapping[str, str],
     body: bytes | None,
     headers: Mapping[str, str] | None = None,
+    counts: RequestCounts | None = None,
 ) -> Response:
     """Answer one REST request: ``(status, JSON-able payload)``. Holds the cluster still while answering.
 
     ``headers`` (lower-case names) is optional; when given, a PUT must say ``Content-Type: application/json``.
+    ``counts``, when given, counts the request under its route's template (``NO_ROUTE`` if none matched).
     """
+    method = method.upper()
     segments = [s for s in path.split("/") if s]
     if segments[:1] == ["v1"]:
         segments = segments[1:]
     with cluster.locked():
-        found = _match(method.upper(), segments)
+        found = _match(method, segments)
+        if counts is not None:
+            counts.add(method, "/" + "/".join(found[2]) if found is not None else NO_ROUTE)
         if found is None:
             return 404, {"errors": [f"Not found: {path}"]}
-        handler, params = found
+        handler, params, _ = found
         try:
             return handler(
                 View(cluster), params, query, body, {k.lower(): v for k, v in (headers or {}).items()}
@@ -120,7 +126,7 @@ def handle(
             return error.status, {"errors": [error.message]}
 
 
-def transport(cluster: SimCluster) -> httpx.MockTransport:
+def transport(cluster: SimCluster, counts: RequestCounts | None = None) -> httpx.MockTransport:
     """An httpx transport answering from ``cluster`` in-process: ``httpx.AsyncClient(transport=...)``."""
 
     def respond(request: httpx.Request) -> httpx.Response:
@@ -131,6 +137,7 @@ def transport(cluster: SimCluster) -> httpx.MockTransport:
             dict(request.url.params),
             request.content,
             dict(request.headers),
+            counts,
         )
         return httpx.Response(status, json=payload)
 

@@ -25,8 +25,9 @@ class View:
 
     def __init__(self, cluster: SimCluster) -> None:
         self.cluster = cluster
-        self.now = cluster.now_ms()
+        self.now = cluster.current_ms()  # the jobs a handler reads catch up to it as they are read
         self._store: MetricStore | None = None
+        self._first_slots: dict[str, int] | None = None
 
     @property
     def store(self) -> MetricStore:
@@ -67,12 +68,14 @@ class View:
         )
 
     def first_slot(self, job: SimJob) -> int:
-        slot = 0
-        for other in self.cluster.jobs():
-            if other is job:
-                break
-            slot += other.slots_used
-        return slot
+        """The job's first slot: jobs fill the slots in submission order. Computed once per request for
+        every job, since a vertex's subtasks each ask (it was O(jobs) per subtask)."""
+        if self._first_slots is None:
+            self._first_slots, slot = {}, 0
+            for other in self.cluster.jobs():
+                self._first_slots[other.job_id] = slot
+                slot += other.slots_used
+        return self._first_slots.get(job.job_id, 0)
 
     def taskmanager_of(self, job: SimJob, subtask: int) -> int:
         slot = self.first_slot(job) + subtask
