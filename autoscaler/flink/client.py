@@ -55,6 +55,9 @@ DEFAULT_AGGREGATES: tuple[str, ...] = ("min", "max", "avg", "sum")
 _T = TypeVar("_T")
 
 
+_URL_CACHE_SIZE = 100_000  # URLs kept per client: 5,000 jobs x 10 vertices twice over
+
+
 class FlinkClient:
     """One Flink cluster's REST endpoint."""
 
@@ -80,6 +83,7 @@ class FlinkClient:
         self.timeout_s = timeout_s
         self.on_request = on_request
         self._limit = asyncio.Semaphore(max_concurrency)
+        self._urls: dict[tuple[str, tuple[tuple[str, str], ...]], httpx.URL] = {}
         self._http = httpx.AsyncClient(
             base_url=self._url,
             headers={"Accept": "application/json", **dict(headers or {})},
@@ -317,13 +321,25 @@ class FlinkClient:
             )
         return value
 
+    def _request_url(self, path: str, params: Mapping[str, str] | None) -> httpx.URL:
+        """The request's absolute URL, built once per (path, query) and reused: a tick asks the same
+        questions as the last (each vertex's metric query), and httpx parses and validates a URL given
+        as a string character by character, some 0.15 ms of CPU per request."""
+        key = (path, tuple(params.items()) if params else ())
+        url = self._urls.get(key)
+        if url is None:
+            if len(self._urls) >= _URL_CACHE_SIZE:
+                self._urls.clear()  # jobs come and go: start over rather than track what is stale
+            url = self._urls[key] = self._http.build_request("GET", path, params=params).url
+        return url
+
     async def _send(
         self, method: str, path: str, params: Mapping[str, str] | None, json_body: Any
     ) -> httpx.Response:
         retries = 1 if method == "GET" else 0
         while True:
             try:
-                return await self._http.request(method, path, params=params, json=json_body)
+                return await self._http.request(method, self._request_url(path, params), json=json_body)
             except httpx.TransportError as exc:
                 detail = describe_transport_error(exc, self.timeout_s)
                 if retries > 0:
