@@ -15,11 +15,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from autoscaler.evaluate import scaler
 from autoscaler.evaluate.javamath import whole_seconds
 from autoscaler.evaluate.rates import busy_time_bounds
-from autoscaler.evaluate.scaler import align_legacy, align_parallelism
-from autoscaler.model import AlignmentBounds, JobSample
-from autoscaler.settings import AlignmentMode, AutoscalerOptions, BusyTimeAggregator
+from autoscaler.model import JobSample
+from autoscaler.settings import AutoscalerOptions, BusyTimeAggregator
 
 __all__ = ["Terms", "aligned_parallelism", "job_options", "term_columns"]
 
@@ -108,42 +108,6 @@ def term_columns(terms: Sequence[Terms], group: np.ndarray) -> dict[str, np.ndar
     return columns
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def aligned_parallelism(
-    current: int,
-    target: int,
-    max_parallelism: int,
-    upper_limit: int,
-    lower_limit: int,
-    partitions: int,
-    mode: AlignmentMode,
-    legacy: str | None,
-) -> tuple[int, AlignmentBounds | None]:
-    """``scaler.scale_by_factor``'s alignment step: (aligned parallelism, the bounds if the legacy mode
-    had to give up the target). A pure function of a few integers that searches up to max-parallelism
-    candidates: cached, because a fleet asks the same few questions every tick."""
-    if legacy is None:
-        aligned = align_parallelism(
-            current=current,
-            target=target,
-            max_parallelism=max_parallelism,
-            upper_limit=upper_limit,
-            num_source_partitions=partitions,
-            mode=mode,
-        )
-        return aligned, None
-    aligned, limited = align_legacy(
-        current=current,
-        target=target,
-        max_parallelism=max_parallelism,
-        upper_limit=upper_limit,
-        lower_limit=lower_limit,
-        num_source_partitions=partitions,
-        maximize_utilisation=legacy == "MAXIMIZE_UTILISATION",
-    )
-    if not limited:
-        return aligned, None
-    # What the reference's ScalingLimited event states (scaler.scale_by_factor): N, min(maxParallelism,
-    # upper limit) and the lower limit.
-    units = partitions if partitions > 0 else max_parallelism
-    return aligned, AlignmentBounds(units, min(max_parallelism, upper_limit), lower_limit)
+aligned_parallelism = functools.lru_cache(maxsize=1 << 16)(scaler.aligned_parallelism)
+"""``scaler.aligned_parallelism``, cached: a pure function of a few integers that searches up to
+max-parallelism candidates, and a fleet asks the same few questions every tick."""

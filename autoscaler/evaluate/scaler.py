@@ -261,29 +261,17 @@ def scale_by_factor(
     unaligned, limited, bounds = new_p, False, None
     legacy = options.key_group_partitions_adjust_mode if options.parallelism_alignment_mode is None else None
     if new_p != parallelism and alignment_applies(num_source_partitions, input_ship_strategies):
-        if legacy is not None:
-            new_p, limited = align_legacy(
-                current=parallelism,
-                target=new_p,
-                max_parallelism=max_parallelism,
-                upper_limit=upper_limit,
-                lower_limit=lower_limit,
-                num_source_partitions=num_source_partitions,
-                maximize_utilisation=legacy == "MAXIMIZE_UTILISATION",
-            )
-            # What the reference's ScalingLimited event states: N, min(maxParallelism, upper limit)
-            # (not capped by N, unlike the search region) and the lower limit.
-            units = num_source_partitions if num_source_partitions > 0 else max_parallelism
-            bounds = AlignmentBounds(units, min(max_parallelism, upper_limit), lower_limit)
-        else:
-            new_p = align_parallelism(
-                current=parallelism,
-                target=new_p,
-                max_parallelism=max_parallelism,
-                upper_limit=upper_limit,
-                num_source_partitions=num_source_partitions,
-                mode=options.alignment_mode or AlignmentMode.BALANCED,
-            )
+        new_p, bounds = aligned_parallelism(
+            parallelism,
+            new_p,
+            max_parallelism,
+            upper_limit,
+            lower_limit,
+            num_source_partitions,
+            options.alignment_mode or AlignmentMode.BALANCED,
+            legacy,
+        )
+        limited = bounds is not None
     expected = expected_processing_rate(true_processing_rate, parallelism, new_p)
     return ParallelismRecommendation(
         parallelism,
@@ -294,6 +282,45 @@ def scale_by_factor(
         limited_from=unaligned if limited else None,
         limited_by=bounds if limited else None,
     )
+
+
+def aligned_parallelism(
+    current: int,
+    target: int,
+    max_parallelism: int,
+    upper_limit: int,
+    lower_limit: int,
+    partitions: int,
+    mode: AlignmentMode,
+    legacy: str | None,
+) -> tuple[int, AlignmentBounds | None]:
+    """The alignment step of :func:`scale_by_factor` (§1.7): (aligned parallelism, the bounds when the
+    legacy mode (``legacy``: ``key-group-partitions.adjust-mode``) had to give up the target)."""
+    if legacy is None:
+        aligned = align_parallelism(
+            current=current,
+            target=target,
+            max_parallelism=max_parallelism,
+            upper_limit=upper_limit,
+            num_source_partitions=partitions,
+            mode=mode,
+        )
+        return aligned, None
+    aligned, limited = align_legacy(
+        current=current,
+        target=target,
+        max_parallelism=max_parallelism,
+        upper_limit=upper_limit,
+        lower_limit=lower_limit,
+        num_source_partitions=partitions,
+        maximize_utilisation=legacy == "MAXIMIZE_UTILISATION",
+    )
+    if not limited:
+        return aligned, None
+    # What the reference's ScalingLimited event states: N, min(maxParallelism, upper limit) (not capped
+    # by N, unlike the search region) and the lower limit.
+    units = partitions if partitions > 0 else max_parallelism
+    return aligned, AlignmentBounds(units, min(max_parallelism, upper_limit), lower_limit)
 
 
 def _no_change(parallelism: int, true_processing_rate: float) -> ParallelismRecommendation:
