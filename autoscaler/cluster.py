@@ -23,6 +23,7 @@ from autoscaler.collect import (
     FetchCheck,
     FetchTiming,
     FetchWait,
+    JobSlots,
     MetricNameCache,
     NotRunning,
     await_fetch,
@@ -61,6 +62,9 @@ log = structlog.get_logger(__name__)
 
 _CONFIG_REFRESH_MS = 5 * 60_000
 _FETCH_PROBES = 3  # jobs tried in turn to watch for the tick's metric fetch (one that restarts fails)
+
+
+_JOBS_PER_REQUEST_SLOT = 4  # jobs collected at once per concurrent request (collect.JobSlots)
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,24 +281,24 @@ class Clusters:
             loop_interval_ms=to_ms(self.settings.control_loop_interval),
             wait_ms=round(fetch_wait_s * 1000),
         )
-        return list(
-            await asyncio.gather(
-                *(
-                    collect(
-                        cluster.client,
-                        t,
-                        now_ms,
-                        cluster.names,
-                        taskmanagers,
-                        fetches=FetchCheck(cluster.fetches, timing),
-                        providers=metric_providers(
-                            t.options, plugins=self.plugins, evaluators=self.evaluators
-                        ),
-                    )
-                    for t in targets
+        slots = JobSlots(cluster.settings.max_concurrency * _JOBS_PER_REQUEST_SLOT)
+
+        async def one(target: JobTarget) -> JobSample | Unavailable:
+            async with slots:
+                return await collect(
+                    cluster.client,
+                    target,
+                    now_ms,
+                    cluster.names,
+                    taskmanagers,
+                    fetches=FetchCheck(cluster.fetches, timing),
+                    providers=metric_providers(
+                        target.options, plugins=self.plugins, evaluators=self.evaluators
+                    ),
+                    sleep=slots.sleep,
                 )
-            )
-        )
+
+        return list(await asyncio.gather(*(one(t) for t in targets)))
 
     async def _await_fetch(self, cluster: ClusterSession, targets: list[JobTarget], wait_s: float) -> None:
         """Wait (up to ``wait_s``) for the metric fetch this tick starts to land, watching one job.

@@ -24,7 +24,7 @@ from autoscaler.collect.freshness import (
     FetchTiming,
     fetch_interval_warning,
 )
-from autoscaler.collect.job import WARM_UP_PAUSE_S, collect
+from autoscaler.collect.job import WARM_UP_PAUSE_S, JobSlots, collect
 from autoscaler.collect.names import MetricNameCache
 from autoscaler.collect.taskmanagers import collect_taskmanagers
 from autoscaler.collect.vertices import VERTEX_AGGREGATES, observed_true_processing_rate
@@ -37,6 +37,7 @@ __all__ = [
     "FetchCheck",
     "FetchTiming",
     "FetchWait",
+    "JobSlots",
     "MetricNameCache",
     "NotRunning",
     "await_fetch",

@@ -41,11 +41,35 @@ from autoscaler.model import HEAP_USAGE_RATIO, JobSample, JobTarget, TaskManager
 from autoscaler.plugins.metrics import EXTERNAL_METRICS_BUDGET_S, ConfiguredProvider, declared_vertex_names
 from autoscaler.reasons import Reason
 
-__all__ = ["WARM_UP_PAUSE_S", "collect"]
+__all__ = ["WARM_UP_PAUSE_S", "JobSlots", "collect"]
 
 log = structlog.get_logger(__name__)
 
 WARM_UP_PAUSE_S = 1.0  # the lab's fetch round trip: a query triggers a fetch that lands within ~1 s
+
+
+class JobSlots:
+    """At most ``n`` jobs of a cluster collected at once (``async with slots``), so that each job's
+    reads come close together. Gathered all at once, every job's ``/jobs/:id`` queued before any vertex
+    query, a job's reads spanned the whole tick, Flink's next fetch landed among them, and the job was
+    read again: half the jobs of a 1,000-job tick. A job that pauses (``sleep``, given to
+    :func:`collect`) gives its place up meanwhile, so warm-up pauses still overlap."""
+
+    def __init__(self, n: int) -> None:
+        self._free = asyncio.Semaphore(n)
+
+    async def __aenter__(self) -> None:
+        await self._free.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._free.release()
+
+    async def sleep(self, seconds: float) -> None:
+        self._free.release()
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            await self._free.acquire()
 
 
 async def collect(

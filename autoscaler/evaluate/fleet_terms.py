@@ -15,9 +15,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from autoscaler.evaluate import scaler
 from autoscaler.evaluate.javamath import whole_seconds
 from autoscaler.evaluate.rates import busy_time_bounds
+from autoscaler.evaluate.scaler import aligned_parallelism as _aligned_parallelism
 from autoscaler.model import JobSample
 from autoscaler.settings import AutoscalerOptions, BusyTimeAggregator
 
@@ -108,6 +108,6 @@ def term_columns(terms: Sequence[Terms], group: np.ndarray) -> dict[str, np.ndar
     return columns
 
 
-aligned_parallelism = functools.lru_cache(maxsize=1 << 16)(scaler.aligned_parallelism)
+aligned_parallelism = functools.lru_cache(maxsize=1 << 16)(_aligned_parallelism)
 """``scaler.aligned_parallelism``, cached: a pure function of a few integers that searches up to
 max-parallelism candidates, and a fleet asks the same few questions every tick."""
