@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from autoscaler.clock import FakeClock
 from autoscaler.flink.models import ParallelismBounds
 from autoscaler.model import (
     AlignmentBounds,
@@ -33,6 +34,7 @@ from autoscaler.settings import AutoscalerOptions
 __all__ = [
     "FaultyTransport",
     "RecordingRequirementsClient",
+    "SlowEvaluator",
     "StubEvaluator",
     "make_evaluation",
     "make_sample",
@@ -262,6 +264,20 @@ class StubEvaluator:
         units = sample.num_source_partitions.get(info.id) or max_p
         upper = min(max_p, max(p, options.vertex_max_parallelism))
         return AlignmentBounds(units, upper, min(p, options.vertex_min_parallelism))
+
+
+class SlowEvaluator(StubEvaluator):
+    """A :class:`StubEvaluator` whose every evaluation moves the fake clock by ``stall_s``: a stalled
+    Spark or a long GC pause, for tests of what a tick that outlasts a lease may still do."""
+
+    def __init__(self, clock: FakeClock, stall_s: float, targets: Mapping[str, int] | None = None) -> None:
+        super().__init__(targets)
+        self.clock = clock
+        self.stall_s = stall_s
+
+    def evaluate(self, samples: Sequence[JobSample], now_ms: int, **kwargs: Any) -> dict[str, JobEvaluation]:
+        self.clock.advance(self.stall_s)
+        return super().evaluate(samples, now_ms, **kwargs)
 
 
 class FaultyTransport(httpx.AsyncBaseTransport):

@@ -17,7 +17,6 @@ from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
-from autoscaler.model import JobEvaluation, JobSample
 from autoscaler.outcome import TickReport
 from autoscaler.reasons import Reason
 from autoscaler.settings import ClusterSettings, Settings
@@ -26,7 +25,7 @@ from autoscaler.simulator.rest import transport
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant, SimClusterSpec
 from autoscaler.state import JobState, MemoryStateStore, StateStore, open_stores
-from autoscaler.testing import FaultyTransport, StubEvaluator
+from autoscaler.testing import FaultyTransport, SlowEvaluator, StubEvaluator
 
 TTL_S = 60
 KEY = "prod/job"
@@ -143,22 +142,10 @@ async def test_the_old_holder_stands_down_when_it_lost_the_lease(store: StateSto
     assert fleet.metrics["a"].registry.get_sample_value("flink_autoscaler_scalings_total", labels) is None
 
 
-class SlowEvaluator(StubEvaluator):
-    """Takes longer than the lease lasts (a stalled Spark, a long GC pause)."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        super().__init__({"Work": 3})
-        self.clock = clock
-
-    def evaluate(self, samples: Sequence[JobSample], now_ms: int, **kwargs: Any) -> dict[str, JobEvaluation]:
-        self.clock.advance(TTL_S)
-        return super().evaluate(samples, now_ms, **kwargs)
-
-
 async def test_a_lease_that_runs_out_during_the_tick_stops_the_rescale_and_the_write() -> None:
     store = MemoryStateStore()
     fleet = Fleet(store, ())
-    fleet.daemons["a"] = fleet.daemon("a", SlowEvaluator(fleet.clock))
+    fleet.daemons["a"] = fleet.daemon("a", SlowEvaluator(fleet.clock, TTL_S, {"Work": 3}))
     reports = await fleet.tick("a")
     (outcome,) = reports["a"].outcomes
     assert outcome.outcome is Reason.LEASE_EXPIRED and fleet.puts("a") == 0

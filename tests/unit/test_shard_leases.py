@@ -21,7 +21,6 @@ from autoscaler.daemon import Daemon
 from autoscaler.events import EventLog
 from autoscaler.explain import status_table
 from autoscaler.metrics import MetricsReporter
-from autoscaler.model import JobEvaluation, JobSample
 from autoscaler.reasons import Reason
 from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.shards import assign, shard_of
@@ -30,7 +29,7 @@ from autoscaler.simulator.rest import transport
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant, SimClusterSpec
 from autoscaler.state import MemoryStateStore, StateStore, open_stores
-from autoscaler.testing import FaultyTransport, StubEvaluator
+from autoscaler.testing import FaultyTransport, SlowEvaluator, StubEvaluator
 
 TTL_S = 30
 TICK_S = 10
@@ -234,22 +233,10 @@ async def test_a_daemon_that_lost_its_shard_while_stalled_stands_down_those_jobs
     assert set(fleet.rescales().values()) == {1}
 
 
-class SlowEvaluator(StubEvaluator):
-    """Takes longer than the lease lasts (a stalled Spark, a long GC pause)."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        super().__init__({"Work": 3})
-        self.clock = clock
-
-    def evaluate(self, samples: Sequence[JobSample], now_ms: int, **kwargs: Any) -> dict[str, JobEvaluation]:
-        self.clock.advance(TTL_S)
-        return super().evaluate(samples, now_ms, **kwargs)
-
-
 async def test_a_shard_lease_that_runs_out_during_the_tick_stops_the_rescale_and_the_write() -> None:
     store = MemoryStateStore()
     fleet = Fleet(store, ())
-    fleet.start("a", evaluator=SlowEvaluator(fleet.clock))
+    fleet.start("a", evaluator=SlowEvaluator(fleet.clock, TTL_S, {"Work": 3}))
     report = await fleet.daemons["a"].run_tick()
     assert {o.outcome for o in report.outcomes} == {Reason.LEASE_EXPIRED} and fleet.puts("a") == 0
     assert all(store.load_window(key) == [] for key in fleet.job_ids)  # nothing written
