@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import httpx
 import structlog
@@ -44,6 +44,7 @@ from autoscaler.flink.rest import (
     tls_context,
     tls_files,
 )
+from autoscaler.flink.transport import AiohttpTransport
 from autoscaler.settings import ClusterSettings
 from autoscaler.settings.values import redact_url
 
@@ -72,6 +73,7 @@ class FlinkClient:
         timeout_s: float = 10.0,
         max_concurrency: int = 8,
         transport: httpx.AsyncBaseTransport | None = None,
+        http_transport: Literal["aiohttp", "httpx"] = "aiohttp",
         on_request: RequestHook | None = None,
     ) -> None:
         if max_concurrency < 1:
@@ -84,10 +86,13 @@ class FlinkClient:
         self.on_request = on_request
         self._limit = asyncio.Semaphore(max_concurrency)
         self._urls: dict[tuple[str, tuple[tuple[str, str], ...]], httpx.URL] = {}
+        ssl_context = tls_context(cluster, verify, cert)
+        if transport is None and http_transport == "aiohttp":
+            transport = AiohttpTransport(ssl_context=ssl_context, max_connections=max_concurrency)
         self._http = httpx.AsyncClient(
             base_url=self._url,
             headers={"Accept": "application/json", **dict(headers or {})},
-            verify=tls_context(cluster, verify, cert),
+            verify=ssl_context,
             timeout=httpx.Timeout(timeout_s),
             transport=transport,
             follow_redirects=False,
@@ -113,6 +118,7 @@ class FlinkClient:
             timeout_s=timeout.total_seconds(),
             max_concurrency=cluster.max_concurrency,
             transport=transport,
+            http_transport=cluster.http_transport,
             on_request=on_request,
         )
 

@@ -91,6 +91,7 @@ class _Connection(asyncio.Protocol):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._server._connections.add(transport)
+        self._server.connections_opened += 1
         self._arm_idle_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -176,7 +177,8 @@ class _Connection(asyncio.Protocol):
 class SimulatorServer:
     """Serve ``cluster`` over HTTP: ``with SimulatorServer(cluster) as server: httpx.get(server.url + ...)``.
 
-    ``port=0`` picks a free port; ``url`` tells which. ``counts`` holds the requests answered so far.
+    ``port=0`` picks a free port; ``url`` tells which. ``counts`` holds the requests answered so far,
+    ``connections_opened`` the connections clients opened (how well they keep them alive).
     """
 
     def __init__(self, cluster: SimCluster, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -184,6 +186,7 @@ class SimulatorServer:
         self.host = host
         self.port = port
         self.counts = RequestCounts()
+        self.connections_opened = 0
         self._connections: set[asyncio.Transport] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None

@@ -1,0 +1,178 @@
+"""The aiohttp transport under FlinkClient, over real sockets on 127.0.0.1: what the server sees, how
+connections are kept, and each kind of failure as the error httpx would have raised."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+import httpx
+import pytest
+
+from autoscaler.clock import FakeClock
+from autoscaler.flink import FlinkClient, FlinkUnreachable
+from autoscaler.flink.errors import FlinkBadPayload
+from autoscaler.flink.transport import AiohttpTransport
+from autoscaler.settings import ClusterSettings
+from autoscaler.simulator import SimCluster, SimClusterSpec, SimulatorServer, work_job
+from autoscaler.simulator.scenarios import LAB_VERTEX_IDS
+
+WORK_ID = LAB_VERTEX_IDS["Work"]
+
+
+@contextmanager
+def raw_server(answer: Callable[[socket.socket], None]) -> Iterator[str]:
+    """A TCP server on 127.0.0.1 that hands each connection to ``answer``: for what HTTP servers don't do."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+    accepted: list[socket.socket] = []
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            accepted.append(conn)
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+        for conn in accepted:
+            conn.close()
+
+
+def read_request(conn: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def test_the_default_transport_is_aiohttp_and_httpx_stays_on_request() -> None:
+    cs = ClusterSettings(name="c", rest_url="http://jm:8081")
+    client = FlinkClient.from_settings(cs, timedelta(seconds=5))
+    assert isinstance(client._http._transport, AiohttpTransport)
+    fallback = cs.model_copy(update={"http_transport": "httpx"})
+    client = FlinkClient.from_settings(fallback, timedelta(seconds=5))
+    assert isinstance(client._http._transport, httpx.AsyncHTTPTransport)
+
+
+async def test_reads_rescales_and_keeps_a_few_connections_over_real_http(clock: FakeClock) -> None:
+    cluster = SimCluster(SimClusterSpec(), clock)
+    job_id = cluster.submit(work_job())
+    clock.advance(60)
+    with SimulatorServer(cluster) as server:
+        async with FlinkClient(server.url, cluster="sim", max_concurrency=3) as client:
+            assert (await client.overview()).slots_total == 8
+            names = ["numRecordsIn", "busyTimeMsPerSecond"]
+            answers = await asyncio.gather(
+                *(client.vertex_metrics(job_id, WORK_ID, names) for _ in range(40))
+            )
+            assert all(set(a) == set(names) for a in answers)  # the comma-joined query arrived whole
+
+            bounds = await client.resource_requirements(job_id)
+            bounds[WORK_ID] = dataclasses.replace(bounds[WORK_ID], upper=3)
+            await client.set_resource_requirements(job_id, bounds)  # a PUT with a JSON body
+            clock.advance(2)
+            assert {v.id: v.parallelism for v in (await client.job_details(job_id)).vertices}[WORK_ID] == 3
+        # 44 requests, at most 3 at a time, over kept-alive connections
+        assert 1 <= server.connections_opened <= 3
+
+
+async def test_sends_the_configured_headers_and_no_compressed_body_reaches_the_client() -> None:
+    seen: list[bytes] = []
+
+    def answer(conn: socket.socket) -> None:
+        seen.append(read_request(conn))
+        body = b'{"taskmanagers": 1, "slots-total": 2, "slots-available": 0, "jobs-running": 0}'
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(body), body)
+        )
+
+    with raw_server(answer) as url:
+        async with FlinkClient(url, cluster="raw", headers={"Authorization": "Bearer t0ken"}) as client:
+            assert (await client.overview()).slots_total == 2
+    head = seen[0].decode("latin-1").lower()
+    assert head.startswith("get /overview http/1.1")
+    assert "authorization: bearer t0ken" in head and "accept: application/json" in head
+
+
+async def test_connection_refused_is_a_connect_error_retried_once() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]  # closed again below: nothing listens there
+    async with FlinkClient(f"http://127.0.0.1:{port}", cluster="gone") as client:
+        with pytest.raises(FlinkUnreachable, match="ConnectError"):
+            await client.overview()
+
+
+async def test_no_answer_within_the_timeout_is_a_timeout() -> None:
+    release = threading.Event()
+
+    def answer(conn: socket.socket) -> None:
+        read_request(conn)
+        release.wait(5)
+
+    with raw_server(answer) as url:
+        async with FlinkClient(url, cluster="slow", timeout_s=0.2) as client:
+            with pytest.raises(FlinkUnreachable, match=r"timed out after 0.2s \(ReadTimeout\)"):
+                await client.overview()
+        release.set()
+
+
+async def test_a_connection_closed_mid_answer_is_a_read_error_and_the_retry_succeeds() -> None:
+    calls: list[int] = []
+
+    def answer(conn: socket.socket) -> None:
+        read_request(conn)
+        calls.append(1)
+        if len(calls) == 1:
+            conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"taskman')
+            conn.close()
+            return
+        body = b'{"taskmanagers": 1, "slots-total": 4, "slots-available": 0, "jobs-running": 0}'
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+    with raw_server(answer) as url:
+        async with FlinkClient(url, cluster="flaky") as client:
+            assert (await client.overview()).slots_total == 4
+    assert len(calls) == 2
+
+
+async def test_an_answer_that_is_not_http_is_a_protocol_error() -> None:
+    def answer(conn: socket.socket) -> None:
+        read_request(conn)
+        conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n\r\n")
+        conn.close()
+
+    with raw_server(answer) as url:
+        async with FlinkClient(url, cluster="notflink") as client:
+            with pytest.raises(FlinkUnreachable, match="RemoteProtocolError"):
+                await client.overview()
+
+
+async def test_a_body_that_is_not_json_is_still_a_bad_payload() -> None:
+    def answer(conn: socket.socket) -> None:
+        read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 6\r\n\r\n<html>")
+
+    with raw_server(answer) as url:
+        async with FlinkClient(url, cluster="html") as client:
+            with pytest.raises(FlinkBadPayload, match="invalid JSON"):
+                await client.overview()
