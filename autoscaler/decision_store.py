@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -260,10 +259,11 @@ class JsonDecisionDir:
             return None
 
     def _replace(self, target: Path, text: str) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
+        # A name of this process's own (writes are under the lock): mkstemp's random names and retries
+        # cost more than the write, and every job's file is written every tick.
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
+            tmp.write_text(text, encoding="utf-8")
             os.replace(tmp, target)  # readers see the old file or the new one, never half of one
         except BaseException:
             with contextlib.suppress(OSError):

@@ -9,17 +9,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import respx.mocks
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 # Importable by name from any test (a helper in a conftest is not: tests/e2e has its own conftest).
 from flink_samples import load_fixture
-
-# respx mocks at httpx's client (``using="httpx"``), whatever the transport under it: the FlinkClient's is
-# aiohttp (autoscaler/flink/transport.py), which respx's default, httpcore, would not see.
-respx.mocks.DEFAULT_MOCKER = "httpx"
 
 # Test helpers that also carry fixtures (pytest_plugins) get pytest's assert rewriting like tests.
 pytest.register_assert_rewrite("collect_flink", "simulator_rest_client")

@@ -13,7 +13,6 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from autoscaler.flink.models import (
@@ -26,6 +25,7 @@ from autoscaler.flink.models import (
     VertexRequirement,
 )
 from autoscaler.flink.rest import describe_validation, snippet
+from autoscaler.flink.wire import Answer
 
 __all__ = [
     "InvalidPayload",
@@ -67,7 +67,7 @@ class _TaskManagers(BaseModel):
     taskmanagers: list[TaskManagerInfo]
 
 
-def decode(response: httpx.Response) -> Any:
+def decode(response: Answer) -> Any:
     """The answer's JSON; a truncated, malformed or HTML body is an InvalidPayload."""
     try:
         return json.loads(response.content)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import httpx
 from pydantic import ValidationError
 
+from autoscaler.flink.wire import Answer
 from autoscaler.settings import ClusterSettings, ConfigError
 
 __all__ = [
@@ -96,7 +97,7 @@ def describe_transport_error(exc: httpx.TransportError, timeout_s: float) -> str
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def error_messages(response: httpx.Response) -> list[str]:
+def error_messages(response: Answer) -> list[str]:
     """First line of each item of Flink's ``{"errors": [...]}`` (the rest is a Java stack trace)."""
     try:
         body = json.loads(response.content)
@@ -106,7 +107,7 @@ def error_messages(response: httpx.Response) -> list[str]:
         lines = [str(item).strip().splitlines() for item in body["errors"]]
         return [first[0].strip() for first in lines if first]
     text = snippet(response.text)
-    return [text] if text else [response.reason_phrase] if response.reason_phrase else []
+    return [text] if text else [response.reason] if response.reason else []
 
 
 def snippet(text: str, limit: int = 200) -> str:

@@ -78,7 +78,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 async def client() -> AsyncIterator[FlinkClient]:
-    async with FlinkClient(BASE, cluster="prod") as c:
+    async with FlinkClient(BASE, cluster="prod", http_transport="httpx") as c:
         yield c
 
 

@@ -245,7 +245,7 @@ def fake(router: Router) -> FakeFlink:
 
 @pytest.fixture
 async def client() -> AsyncIterator[FlinkClient]:
-    async with FlinkClient(BASE, cluster="prod") as c:
+    async with FlinkClient(BASE, cluster="prod", http_transport="httpx") as c:
         yield c
 
 

@@ -36,7 +36,7 @@ def flink() -> Iterator[respx.MockRouter]:
 
 @pytest.fixture
 async def client() -> AsyncIterator[FlinkClient]:
-    async with FlinkClient(BASE, cluster="prod") as c:
+    async with FlinkClient(BASE, cluster="prod", http_transport="httpx") as c:
         yield c
 
 

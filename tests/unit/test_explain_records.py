@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from explain_outcomes import NOW, OPTS, outcome_of, thresholds
 
+import autoscaler.explain.records as records
 from autoscaler.explain import (
     DecisionRecord,
     VerificationRecord,
@@ -105,3 +106,15 @@ def test_verification_and_runs_round_trip_and_a_record_written_before_them_reads
     old = {k: v for k, v in at(90).to_dict().items() if k not in ("verification", "since_ms", "ticks")}
     again = DecisionRecord.from_dict(old)
     assert again.verification is None and again.ticks == 1 and again.first_ms == 90
+
+
+def test_to_dict_is_asdict_with_infinities_spelled_out():
+    """to_dict walks the record itself (asdict deep-copies every leaf); the JSON must not change."""
+    evaluation = make_evaluation(
+        [thresholds(vertex_eval("src", 2, 3), 10.0, math.inf, lag=math.nan)], options=OPTS
+    )
+    record = replace(record_from_outcome(outcome_of(evaluation)), verification=verdict(0, 90), ticks=3)
+    expected = records._encode({**asdict(record), "schema": records.SCHEMA_VERSION})
+    assert record.to_dict() == expected
+    assert expected["vertices"][0]["scale_down_threshold"] == "inf"
+    assert json.dumps(record.to_dict(), sort_keys=True) == json.dumps(expected, sort_keys=True)

@@ -39,7 +39,7 @@ def flink() -> Iterator[respx.MockRouter]:
 
 @pytest.fixture
 async def client() -> AsyncIterator[FlinkClient]:
-    async with FlinkClient(BASE, cluster="prod", timeout_s=2.5) as c:
+    async with FlinkClient(BASE, cluster="prod", http_transport="httpx", timeout_s=2.5) as c:
         yield c
 
 
@@ -527,7 +527,9 @@ class _GatedTransport(httpx.AsyncBaseTransport):
 
 async def test_concurrency_is_bounded() -> None:
     transport = _GatedTransport()
-    async with FlinkClient(BASE, cluster="prod", max_concurrency=2, transport=transport) as c:
+    async with FlinkClient(
+        BASE, cluster="prod", http_transport="httpx", max_concurrency=2, transport=transport
+    ) as c:
         calls = [asyncio.create_task(c.overview()) for _ in range(6)]
         for _ in range(200):  # yield to the event loop (no wall-clock wait) until the requests queue up
             await asyncio.sleep(0)
@@ -540,7 +542,11 @@ async def test_concurrency_is_bounded() -> None:
 
 async def test_from_settings_uses_cluster_timeout_headers_and_concurrency(flink: respx.MockRouter) -> None:
     cluster = ClusterSettings(
-        name="prod", rest_url=f"{BASE}/", headers={"Authorization": "Bearer t"}, request_timeout="3s"
+        name="prod",
+        rest_url=f"{BASE}/",
+        headers={"Authorization": "Bearer t"},
+        request_timeout="3s",
+        http_transport="httpx",
     )
     route = serve(flink, "/overview", "overview.json")
     async with FlinkClient.from_settings(cluster, timedelta(seconds=10)) as c:
@@ -580,7 +586,10 @@ async def test_an_answer_that_is_not_json_is_counted_as_bad_payload_not_as_200()
     with respx.mock(base_url="http://jm:8081") as router:
         router.get("/jobs/overview").mock(return_value=httpx.Response(200, text="<html>proxy error</html>"))
         async with FlinkClient(
-            "http://jm:8081", cluster="c", on_request=lambda *args: seen.append(args[-1])
+            "http://jm:8081",
+            cluster="c",
+            http_transport="httpx",
+            on_request=lambda *args: seen.append(args[-1]),
         ) as client:
             with pytest.raises(FlinkBadPayload, match="invalid JSON"):
                 await client.jobs_overview()

@@ -22,7 +22,9 @@ async def test_each_request_is_reported_once_with_its_status_or_error():
     respx.get(f"{BASE}/jobs/overview").respond(json={"jobs": []})
     respx.get(f"{BASE}/jobs/ab12/config").respond(404, json={"errors": ["Job not found"]})
     respx.get(f"{BASE}/overview").mock(side_effect=httpx.ConnectError("refused"))
-    async with FlinkClient(BASE, cluster="prod", on_request=lambda *a: calls.append(a)) as client:
+    async with FlinkClient(
+        BASE, cluster="prod", http_transport="httpx", on_request=lambda *a: calls.append(a)
+    ) as client:
         await client.jobs_overview()
         with pytest.raises(FlinkHTTPError):
             await client.job_execution_config("ab12")
@@ -42,7 +44,7 @@ async def test_a_failing_hook_changes_nothing():
     def broken(*_: object) -> None:
         raise RuntimeError("observer bug")
 
-    async with FlinkClient(BASE, cluster="prod", on_request=broken) as client:
+    async with FlinkClient(BASE, cluster="prod", http_transport="httpx", on_request=broken) as client:
         assert await client.jobs_overview() == []
 
 
@@ -76,7 +78,7 @@ async def test_json_of_the_wrong_shape_is_counted_once_as_bad_payload_never_as_2
         metrics.report_request(*args)
 
     respx.get(f"{BASE}{path}").respond(200, json=body)
-    async with FlinkClient(BASE, cluster="prod", on_request=hook) as client:
+    async with FlinkClient(BASE, cluster="prod", http_transport="httpx", on_request=hook) as client:
         with pytest.raises(FlinkBadPayload, match=r"unexpected payload|lower <= upper|config entry without"):
             await call(client)
     endpoint = endpoint_template(path)

@@ -1,4 +1,4 @@
-"""The aiohttp transport under FlinkClient, over real sockets on 127.0.0.1: what the server sees, how
+"""The aiohttp wire under FlinkClient, over real sockets on 127.0.0.1: what the server sees, how
 connections are kept, and each kind of failure as the error httpx would have raised."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import Literal
 
-import httpx
 import pytest
 
 from autoscaler.clock import FakeClock
 from autoscaler.flink import FlinkClient, FlinkUnreachable
 from autoscaler.flink.errors import FlinkBadPayload
-from autoscaler.flink.transport import AiohttpTransport
+from autoscaler.flink.wire import AiohttpWire, HttpxWire, env_proxy
 from autoscaler.settings import ClusterSettings
 from autoscaler.simulator import SimCluster, SimClusterSpec, SimulatorServer, work_job
 from autoscaler.simulator.scenarios import LAB_VERTEX_IDS
@@ -67,10 +67,10 @@ def read_request(conn: socket.socket) -> bytes:
 def test_the_default_transport_is_aiohttp_and_httpx_stays_on_request() -> None:
     cs = ClusterSettings(name="c", rest_url="http://jm:8081")
     client = FlinkClient.from_settings(cs, timedelta(seconds=5))
-    assert isinstance(client._http._transport, AiohttpTransport)
+    assert isinstance(client._wire, AiohttpWire)
     fallback = cs.model_copy(update={"http_transport": "httpx"})
     client = FlinkClient.from_settings(fallback, timedelta(seconds=5))
-    assert isinstance(client._http._transport, httpx.AsyncHTTPTransport)
+    assert isinstance(client._wire, HttpxWire)
 
 
 async def test_reads_rescales_and_keeps_a_few_connections_over_real_http(clock: FakeClock) -> None:
@@ -176,3 +176,54 @@ async def test_a_body_that_is_not_json_is_still_a_bad_payload() -> None:
         async with FlinkClient(url, cluster="html") as client:
             with pytest.raises(FlinkBadPayload, match="invalid JSON"):
                 await client.overview()
+
+
+def test_the_proxy_comes_from_the_environment_unless_no_proxy_exempts_the_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    assert env_proxy("http", "jm") is None
+    monkeypatch.setenv("HTTP_PROXY", "proxy.corp:3128")
+    monkeypatch.setenv("NO_PROXY", "jm.internal")
+    assert env_proxy("http", "jm") == "http://proxy.corp:3128"
+    assert env_proxy("http", "jm.internal") is None
+    assert env_proxy("https", "jm") is None
+
+
+async def test_requests_go_through_the_proxy_the_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[bytes] = []
+
+    def proxy(conn: socket.socket) -> None:
+        seen.append(read_request(conn))
+        body = b'{"taskmanagers": 1, "slots-total": 6, "slots-available": 0, "jobs-running": 0}'
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+    with raw_server(proxy) as proxy_url:
+        for name in ("http_proxy", "all_proxy", "no_proxy", "NO_PROXY", "ALL_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", proxy_url)
+        async with FlinkClient("http://jobmanager.invalid:8081", cluster="behind") as client:
+            assert (await client.overview()).slots_total == 6
+    assert seen[0].startswith(b"GET http://jobmanager.invalid:8081/overview HTTP/1.1")
+
+
+@pytest.mark.parametrize("kind", ["aiohttp", "httpx"])
+async def test_both_wires_send_the_same_request_line(kind: Literal["aiohttp", "httpx"]) -> None:
+    """Metric names hold dots, brackets and spaces; Flink must get the same query from either wire."""
+    seen: list[bytes] = []
+
+    def answer(conn: socket.socket) -> None:
+        seen.append(read_request(conn))
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]")
+
+    with raw_server(answer) as url:
+        async with FlinkClient(url + "/base/", cluster="q", http_transport=kind) as client:
+            names = ["0.numRecordsIn", "Source__Kafka[1].lag max", "a,b"]
+            assert await client.vertex_metrics("j" * 32, "v" * 32, names) == {}
+    request_line = seen[0].split(b"\r\n")[0].decode()
+    assert request_line == (
+        f"GET /base/jobs/{'j' * 32}/vertices/{'v' * 32}/subtasks/metrics"
+        "?get=0.numRecordsIn%2CSource__Kafka%5B1%5D.lag+max%2Ca%2Cb&agg=min%2Cmax%2Cavg%2Csum HTTP/1.1"
+    )
