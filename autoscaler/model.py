@@ -99,12 +99,15 @@ class JobTopology:
 
     vertices: Mapping[VertexId, VertexInfo]
     edges: tuple[Edge, ...] = ()
+    # the vertices some edge feeds: is_source is asked per vertex and tick, a scan of the edges each time
+    _fed: frozenset[VertexId] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vertices", frozen_map(self.vertices))
         for e in self.edges:
             if e.source not in self.vertices or e.target not in self.vertices:
                 raise ValueError(f"edge {e.source}->{e.target} names an unknown vertex")
+        object.__setattr__(self, "_fed", frozenset(e.target for e in self.edges))
 
     @classmethod
     def build(cls, vertices: list[VertexInfo], edges: list[Edge]) -> JobTopology:
@@ -136,7 +139,7 @@ class JobTopology:
         return tuple(e for e in self.edges if e.source == vid)
 
     def is_source(self, vid: VertexId) -> bool:
-        return not any(e.target == vid for e in self.edges)
+        return vid not in self._fed
 
     def __iter__(self) -> Iterator[VertexInfo]:
         return iter(self.vertices.values())

@@ -7,6 +7,7 @@ names that were listed. Predicates follow the reference autoscaler's ``FlinkMetr
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -91,8 +92,14 @@ _PULSAR_PARTITION = re.compile(
 def source_partitions(names: Iterable[str]) -> int:
     """Distinct (cluster, topic, partition) read by a Kafka or Pulsar source, from its metric names.
 
-    0 when the source is neither (or has not reported its partitions yet).
+    0 when the source is neither (or has not reported its partitions yet). Counted once per listing:
+    a source's names are the same tick after tick, and matching hundreds of them is not free.
     """
+    return _source_partitions(tuple(names))
+
+
+@functools.lru_cache(maxsize=4096)
+def _source_partitions(names: tuple[str, ...]) -> int:
     seen: set[tuple[str, str, str, int]] = set()
     for name in names:
         if m := _KAFKA_PARTITION.match(name):
