@@ -20,6 +20,7 @@ import structlog
 from autoscaler.act import ChainLog, decide_jobs, realize_jobs, run_plugins
 from autoscaler.clock import Clock, SystemClock
 from autoscaler.cluster import Clusters, Collected
+from autoscaler.delivery import OutcomeDelivery
 from autoscaler.durations import to_ms
 from autoscaler.evaluate.stage import Evaluated, Evaluator, evaluate
 from autoscaler.events import EventLog, EventSink
@@ -64,7 +65,7 @@ class Daemon:
         self.metrics = metrics or MetricsReporter()
         self.plugins = plugins if isinstance(plugins, PluginInstances) else PluginInstances(fixed=plugins)
         self.evaluators = evaluators or EvaluatorInstances()
-        self.on_outcome = on_outcome
+        self.delivery = OutcomeDelivery(on_outcome)
         self.store = TickStore(self.state, self.metrics, persist_window=settings.persist_window)
         self.schedule = Schedule(self.clock, self.metrics)
         self.clusters = Clusters(
@@ -88,11 +89,21 @@ class Daemon:
         return self.schedule.retries
 
     # ------------------------------------------------------------------ the tick
-    async def run_tick(self, only_job: str | None = None) -> TickReport:
+    @property
+    def on_outcome(self) -> Callable[[JobOutcome], None] | None:
+        """Called with every job's outcome, behind the tick (``autoscaler.delivery``)."""
+        return self.delivery.on_outcome
+
+    @on_outcome.setter
+    def on_outcome(self, callback: Callable[[JobOutcome], None] | None) -> None:
+        self.delivery.on_outcome = callback
+
+    async def run_tick(self, only_job: str | None = None, *, drain: bool = True) -> TickReport:
         """One pass over every cluster and job; never raises for a cluster's or a job's failure.
 
         ``only_job`` (a job key) runs the same pipeline for that job alone: the re-evaluation a
-        cooldown scheduled for the instant it ends.
+        cooldown scheduled for the instant it ends. ``drain``: return once the tick's outcomes reached
+        ``on_outcome`` too; the scheduled ticks don't wait (``autoscaler.delivery``).
         """
         async with self._tick_lock:
             rec = TickRecord(self.clock.now_ms(), self.metrics)
@@ -116,7 +127,10 @@ class Daemon:
                 decided, rec, plugins=self.plugins, clusters=self.clusters, chain_log=self._chain_log
             )
             outcomes = await realize_jobs(approved, rec, clusters=self.clusters, now_ms=self.clock.now_ms)
-            return await self._record(rec, collected, loaded, outcomes, only_job)
+            report = await self._record(rec, collected, loaded, outcomes, only_job)
+        if drain:
+            await self.delivery.drain()
+        return report
 
     async def _evaluate(self, samples: Sequence[JobSample], loaded: Loaded, now_ms: int) -> Evaluated:
         reload = self.store.load_windows if self.settings.persist_window else None
@@ -185,7 +199,7 @@ class Daemon:
         gone = self.clusters.vanished() if only_job is None else []  # a one-job view forgets nothing
         lapsed = self.clusters.lapsed(self.clock.now_ms())
         await self.store.flush(collected.samples, loaded, rec.states, rec.now_ms, gone=gone, lapsed=lapsed)
-        await rec.publish(self.events, self.on_outcome)
+        await rec.publish(self.events, self.delivery)
         if only_job is None:  # a whole tick: it also tells /readyz that the loop is alive
             self.metrics.report_tick(time.perf_counter() - rec.started)
             self.clusters.report_jobs(collected.samples)
@@ -211,13 +225,14 @@ class Daemon:
             await self.schedule.serve(
                 stop,
                 interval=interval,
-                tick=self.run_tick,
-                job_tick=lambda job_key: self.run_tick(only_job=job_key),
+                tick=lambda: self.run_tick(drain=False),
+                job_tick=lambda job_key: self.run_tick(only_job=job_key, drain=False),
                 housekeeping=self._cleanup,
             )
         finally:
             async with self._tick_lock:  # let a running tick finish so its state is saved
                 pass
+            await self.delivery.drain()  # and its decisions written
             log.info("daemon_stopped")
 
     async def _cleanup(self) -> None:

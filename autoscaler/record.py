@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 import structlog
 
 from autoscaler.decide import Decision
+from autoscaler.delivery import OutcomeDelivery
 from autoscaler.durations import to_ms
 from autoscaler.evaluate.javamath import java_double_text
 from autoscaler.events import Event, EventSink, EventType
@@ -107,13 +108,12 @@ class TickRecord:
         self.outcomes.append(outcome)
         return outcome
 
-    async def publish(self, sink: EventSink, on_outcome: Callable[[JobOutcome], None] | None) -> None:
-        """Emit the tick's events, then hand its outcomes to ``on_outcome``; both off the event loop
-        (a slow or hanging database, or the callback's file writes, must not stall the ticks)."""
+    async def publish(self, sink: EventSink, delivery: OutcomeDelivery) -> None:
+        """Emit the tick's events off the event loop (a slow or hanging database must not stall the
+        ticks), then hand its outcomes to ``delivery``, which writes them behind the tick."""
         if self.events:
             await asyncio.to_thread(_emit, sink, self.events)
-        if self.outcomes and on_outcome is not None:
-            await asyncio.to_thread(_deliver, on_outcome, self.outcomes)
+        await delivery.hand_over(self.outcomes)
 
     # ------------------------------------------------------------------ collection
     def invalid_options(self, job: JobRef, message: str, options: AutoscalerOptions) -> None:
@@ -380,14 +380,6 @@ def _emit(sink: EventSink, events: Sequence[tuple[Event, int]]) -> None:
             sink.emit(event, interval_ms)
         except Exception as exc:  # recording must never fail a tick
             log.error("event_failed", reason=str(event.reason), job=event.job_key, error=str(exc))
-
-
-def _deliver(on_outcome: Callable[[JobOutcome], None], outcomes: Sequence[JobOutcome]) -> None:
-    for outcome in outcomes:
-        try:
-            on_outcome(outcome)
-        except Exception as exc:
-            log.error("outcome_callback_failed", job=outcome.job.key, error=str(exc))
 
 
 def _truncate(text: str, limit: int = 2048) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 from daemon_world import OPTIONS, World
 
 from autoscaler.decide import Decision, VertexChange
+from autoscaler.delivery import OutcomeDelivery
 from autoscaler.events import EventLog, EventType
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobRef
@@ -130,7 +131,9 @@ async def test_publish_emits_events_before_outcomes_and_a_failing_callback_loses
     rec.event(job.key, Reason.SCALING, EventType.NORMAL, "scaled")
     rec.done(JobOutcome(job, 1_000, Reason.SCALING, "scaled"))
     rec.done(JobOutcome(job, 1_000, Reason.IN_BAND, "again"))
-    await rec.publish(Log(), callback)
+    delivery = OutcomeDelivery(callback)
+    await rec.publish(Log(), delivery)
+    await delivery.drain()
     assert order == ["event:Scaling", "outcome:j", "outcome:j"]  # each outcome tried despite the error
 
 
