@@ -560,6 +560,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--stabilization-s", type=float, default=30.0, help="job.autoscaler.stabilization.interval"
     )
     ap.add_argument("--spark-master", default="local[*]")
+    ap.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        type=lambda kv: tuple(kv.split("=", 1)),
+        metavar="KEY=VALUE",
+        help="a spark.* setting for the daemon (spark.conf), e.g. spark.driver.memory=512m; repeatable",
+    )
     ap.add_argument("--startup-timeout", type=float, default=900.0, help="seconds for a start or a tick")
     ap.add_argument("--top", type=int, default=8, help="endpoints listed per size")
     ap.add_argument("--json", type=Path, help="write every figure here")
@@ -576,7 +584,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(
         f"{command.strip()}\nmachine: {os.cpu_count()} cores; control loop {args.interval:g} s; metric fetch "
         f"every {args.fetch_interval:g} s (lazy); metrics.window {args.window_s:g} s, stabilization "
-        f"{args.stabilization_s:g} s; Spark {args.spark_master}; warm-up: {args.warm_up} ticks and "
+        f"{args.stabilization_s:g} s; Spark {args.spark_master} {dict(args.conf) or ''}; "
+        f"warm-up: {args.warm_up} ticks and "
         f"a window's {args.window_s:g} s, then {args.ticks} intervals measured",
         flush=True,
     )

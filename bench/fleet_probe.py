@@ -147,6 +147,7 @@ def daemon_config(rest_url: str, metrics_port: int, workdir: Path, args: argpars
         "instance_id: bench-fleet",
         "spark:",
         f"  master: '{args.spark_master}'",
+        *(["  conf:"] + [f"    {k}: '{v}'" for k, v in args.conf] if args.conf else []),
         "autoscaler:",
         "  job.autoscaler.enabled: 'true'",
         f"  job.autoscaler.metrics.window: {args.window_s:g} s",
