@@ -59,8 +59,9 @@ class ClusterSettings(BaseModel):
     max_concurrency: int = Field(8, ge=1, description="Concurrent REST requests to this cluster.")
     http_transport: Literal["aiohttp", "httpx"] = Field(
         "aiohttp",
-        description="What sends the REST requests: aiohttp (a quarter of httpx's CPU per request, which "
-        "a large fleet needs) or httpx's own transport (httpcore), should a proxy or TLS setup need it.",
+        description="What sends the REST requests: aiohttp (a seventh of httpx's CPU per request, which "
+        "a large fleet needs) or httpx with its own transport (httpcore), should a proxy or TLS setup "
+        "need it. Both honour HTTP(S)_PROXY and NO_PROXY.",
     )
     metric_fetch_wait: Duration = Field(
         timedelta(seconds=1.5),

@@ -38,10 +38,12 @@ from autoscaler.simulator.engine import SimCluster
 from autoscaler.simulator.rest import FLINK_VERSION, RequestCounts, handle
 from autoscaler.simulator.spec import SimClusterSpec, SimJobSpec
 
-__all__ = ["COUNTS_PATH", "SimulatorServer", "run_simulator"]
+__all__ = ["COUNTS_PATH", "JOB_READS_PATH", "SimulatorServer", "run_simulator"]
 
 COUNTS_PATH = "/_simulator/requests"
 """The control endpoint: ``{"requests": {"GET /jobs/:jobid": n, ...}, "total": n, "cpu_s": s}``."""
+JOB_READS_PATH = "/_simulator/requests/jobs"
+"""Each job's reads so far: ``{"job_reads": {"<jobid>": n, ...}}`` (a large answer: asked per tick)."""
 
 _SERVER = f"flink-simulator/{FLINK_VERSION}"
 _MAX_HEAD = 64 * 1024  # a request line and headers larger than this are not a REST client's
@@ -273,6 +275,8 @@ class SimulatorServer:
                 "cpu_s": time.process_time(),
             }
             return 200, json.dumps(stats).encode("utf-8")
+        if url.path == JOB_READS_PATH and method == "GET":
+            return 200, json.dumps({"job_reads": self.counts.job_reads()}).encode("utf-8")
         query = _query(url.query)
         try:
             status, payload = handle(self.cluster, method, url.path, query, body, headers, self.counts)

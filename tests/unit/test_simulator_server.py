@@ -22,7 +22,7 @@ from autoscaler.simulator import (
 )
 from autoscaler.simulator.rest import NO_ROUTE, RequestCounts
 from autoscaler.simulator.scenarios import LAB_VERTEX_IDS
-from autoscaler.simulator.server import COUNTS_PATH, _query
+from autoscaler.simulator.server import COUNTS_PATH, JOB_READS_PATH, _query
 
 WORK_ID = LAB_VERTEX_IDS["Work"]
 
@@ -133,6 +133,7 @@ def test_requests_are_counted_by_endpoint_template(cluster: SimCluster) -> None:
         client.put(f"/jobs/{job_id}/resource-requirements", json=body)
         first = client.get(COUNTS_PATH).json()
         second = client.get(COUNTS_PATH).json()
+        by_job = client.get(JOB_READS_PATH).json()
     expected = {
         "GET /jobs/:jobid/vertices/:vertexid/subtasks/metrics": 3,
         "GET /jobs/:jobid": 2,
@@ -147,6 +148,8 @@ def test_requests_are_counted_by_endpoint_template(cluster: SimCluster) -> None:
     assert next(iter(first["requests"])).endswith("/subtasks/metrics")  # most requested first
     assert first["cpu_s"] > 0
     assert server.counts.snapshot() == expected
+    # the job's own reads by JobID: /jobs/:id twice and three vertex queries, not the rescale's requests
+    assert by_job == {"job_reads": {job_id: 5}}
 
 
 def test_the_in_process_transport_counts_the_same_way(cluster: SimCluster) -> None:

@@ -114,7 +114,8 @@ def handle(
     with cluster.locked():
         found = _match(method, segments)
         if counts is not None:
-            counts.add(method, "/" + "/".join(found[2]) if found is not None else NO_ROUTE)
+            template = "/" + "/".join(found[2]) if found is not None else NO_ROUTE
+            counts.add(method, template, found[1].get("jobid") if found is not None else None)
         if found is None:
             return 404, {"errors": [f"Not found: {path}"]}
         handler, params, _ = found
