@@ -44,7 +44,7 @@ from autoscaler.flink.rest import (
     tls_context,
     tls_files,
 )
-from autoscaler.flink.wire import Answer, open_wire
+from autoscaler.flink.wire import Answer, WireOptions, open_wire
 from autoscaler.settings import ClusterSettings
 from autoscaler.settings.values import redact_url
 
@@ -82,15 +82,14 @@ class FlinkClient:
         self.timeout_s = timeout_s
         self.on_request = on_request
         self._limit = asyncio.Semaphore(max_concurrency)
-        self._wire = open_wire(
-            http_transport,
-            url,
+        options = WireOptions(
+            base_url=url,
             headers={"Accept": "application/json", **dict(headers or {})},
             ssl_context=tls_context(cluster, verify, cert),
             timeout_s=timeout_s,
             max_connections=max_concurrency,
-            transport=transport,
         )
+        self._wire = open_wire(http_transport, options, transport)
 
     @classmethod
     def from_settings(

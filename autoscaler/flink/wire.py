@@ -23,13 +23,14 @@ import json
 import ssl
 import urllib.request
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar
 
 import aiohttp
 import httpx
 import yarl
 
-__all__ = ["AiohttpWire", "Answer", "HttpxWire", "Wire", "env_proxy", "open_wire"]
+__all__ = ["AiohttpWire", "Answer", "HttpxWire", "Wire", "WireOptions", "env_proxy", "open_wire"]
 
 _U = TypeVar("_U")
 _URL_CACHE_SIZE = 100_000  # URLs kept per client: 5,000 jobs x 10 vertices twice over
@@ -59,28 +60,24 @@ class Wire(Protocol):
     async def aclose(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class WireOptions:
+    """What both wires are told: where, with which headers and TLS, how long to wait, how many at once."""
+
+    base_url: str
+    headers: Mapping[str, str]
+    ssl_context: ssl.SSLContext | bool
+    timeout_s: float
+    max_connections: int
+
+
 def open_wire(
-    kind: Literal["aiohttp", "httpx"],
-    base_url: str,
-    *,
-    headers: Mapping[str, str],
-    ssl_context: ssl.SSLContext | bool,
-    timeout_s: float,
-    max_connections: int,
-    transport: httpx.AsyncBaseTransport | None = None,
+    kind: Literal["aiohttp", "httpx"], options: WireOptions, transport: httpx.AsyncBaseTransport | None = None
 ) -> Wire:
     """The wire a client asked for; an httpx ``transport`` (the in-process simulator) means httpx."""
     if kind == "httpx" or transport is not None:
-        return HttpxWire(
-            base_url, headers=headers, ssl_context=ssl_context, timeout_s=timeout_s, transport=transport
-        )
-    return AiohttpWire(
-        base_url,
-        headers=headers,
-        ssl_context=ssl_context,
-        timeout_s=timeout_s,
-        max_connections=max_connections,
-    )
+        return HttpxWire(options, transport)
+    return AiohttpWire(options)
 
 
 class _Urls(Generic[_U]):
@@ -106,20 +103,12 @@ class _Urls(Generic[_U]):
 class HttpxWire:
     """httpx's client and transport (httpcore, unless one is given)."""
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        headers: Mapping[str, str],
-        ssl_context: ssl.SSLContext | bool,
-        timeout_s: float,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self._urls = _Urls(base_url, lambda url: url)
+    def __init__(self, options: WireOptions, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._urls = _Urls(options.base_url, lambda url: url)
         self._http = httpx.AsyncClient(
-            headers=dict(headers),
-            verify=ssl_context,
-            timeout=httpx.Timeout(timeout_s),
+            headers=dict(options.headers),
+            verify=options.ssl_context,
+            timeout=httpx.Timeout(options.timeout_s),
             transport=transport,
             follow_redirects=False,
         )
@@ -140,22 +129,15 @@ class AiohttpWire:
     another loop, a session is opened for it; the first loop's connections are left to it.
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        headers: Mapping[str, str],
-        ssl_context: ssl.SSLContext | bool,
-        timeout_s: float,
-        max_connections: int,
-    ) -> None:
+    def __init__(self, options: WireOptions) -> None:
         # httpx has encoded the URL: aiohttp sends it as it is
-        self._urls = _Urls(base_url, lambda url: yarl.URL(str(url), encoded=True))
-        self._headers = dict(headers)
-        self._ssl = ssl_context
+        self._urls = _Urls(options.base_url, lambda url: yarl.URL(str(url), encoded=True))
+        self._headers = dict(options.headers)
+        self._ssl = options.ssl_context
+        timeout_s = options.timeout_s
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout_s, sock_read=timeout_s)
-        self._max_connections = max_connections
-        base = httpx.URL(base_url)
+        self._max_connections = options.max_connections
+        base = httpx.URL(options.base_url)
         # aiohttp's trust_env would read ~/.netrc and the proxy variables in a worker thread on every
         # request (half the daemon's CPU at 1,000 jobs): the proxy is looked up once, here
         self._proxy = env_proxy(base.scheme, base.host)
