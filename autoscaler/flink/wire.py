@@ -114,7 +114,11 @@ class HttpxWire:
         )
 
     async def send(self, method: str, path: str, params: Mapping[str, str] | None, body: Any) -> Answer:
-        response = await self._http.request(method, self._urls(path, params), json=body)
+        url = self._urls(path, params)
+        try:
+            response = await self._http.request(method, url, json=body)
+        except OSError as exc:  # httpx lets a TLS alert after the handshake out as ssl.SSLError
+            raise httpx.ReadError(f"{type(exc).__name__}: {exc}", request=httpx.Request(method, url)) from exc
         return Answer(response.status_code, response.reason_phrase, response.content)
 
     async def aclose(self) -> None:
@@ -164,7 +168,7 @@ class AiohttpWire:
                 method, url, data=data, headers=headers, allow_redirects=False, proxy=self._proxy
             ) as answer:
                 return Answer(answer.status, answer.reason or "", await answer.read())
-        except (TimeoutError, aiohttp.ClientError) as exc:
+        except (aiohttp.ClientError, OSError) as exc:  # OSError: a timeout, a TLS alert
             raise _as_httpx_error(exc, method, url) from exc
 
     async def aclose(self) -> None:
