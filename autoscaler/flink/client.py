@@ -7,6 +7,7 @@ daemon from flooding one JobManager when it queries many vertices at once. What 
 apart from its endpoint (TLS, endpoint templates, error texts) is in :mod:`autoscaler.flink.rest`; how a
 2xx body becomes the endpoint's typed value is in :mod:`autoscaler.flink.payloads`, and the body is read
 before the request hook hears of the request, so a body of the wrong shape counts as ``bad_payload``.
+What puts a request on the wire (aiohttp, or httpx on request) is in :mod:`autoscaler.flink.wire`.
 """
 
 from __future__ import annotations
