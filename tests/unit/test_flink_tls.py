@@ -7,7 +7,6 @@ import shutil
 import socket
 import ssl
 import subprocess
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
+from socket_servers import raw_server, read_request
 
 from autoscaler.flink import FlinkClient, FlinkUnreachable
 from autoscaler.settings import ClusterSettings
@@ -53,41 +53,20 @@ def tls_server(certs: Path, *, client_certs: bool = False) -> Iterator[str]:
     if client_certs:
         context.verify_mode = ssl.CERT_REQUIRED
         context.load_verify_locations(certs / "ca.pem")
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
-    stop = threading.Event()
 
     def answer(raw: socket.socket) -> None:
         try:
             with context.wrap_socket(raw, server_side=True) as conn:
                 conn.settimeout(5)
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    data += chunk
+                if b"\r\n\r\n" not in read_request(conn):
+                    return
                 head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
                 conn.sendall(head + b"Content-Length: %d\r\n\r\n%s" % (len(OVERVIEW), OVERVIEW))
-        except (ssl.SSLError, OSError):  # the client refused the certificate, or sent none
+        except OSError:  # the client refused the certificate, or sent none (ssl.SSLError is an OSError)
             pass
 
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                raw, _ = listener.accept()
-            except TimeoutError:
-                continue
-            threading.Thread(target=answer, args=(raw,), daemon=True).start()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"https://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join()
-        listener.close()
+    with raw_server(answer, scheme="https") as url:
+        yield url
 
 
 async def overview_slots(settings: ClusterSettings) -> int:

@@ -7,12 +7,11 @@ import asyncio
 import dataclasses
 import socket
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import Literal
 
 import pytest
+from socket_servers import raw_server, read_request
 
 from autoscaler.clock import FakeClock
 from autoscaler.flink import FlinkClient, FlinkUnreachable
@@ -23,45 +22,6 @@ from autoscaler.simulator import SimCluster, SimClusterSpec, SimulatorServer, wo
 from autoscaler.simulator.scenarios import LAB_VERTEX_IDS
 
 WORK_ID = LAB_VERTEX_IDS["Work"]
-
-
-@contextmanager
-def raw_server(answer: Callable[[socket.socket], None]) -> Iterator[str]:
-    """A TCP server on 127.0.0.1 that hands each connection to ``answer``: for what HTTP servers don't do."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
-    stop = threading.Event()
-    accepted: list[socket.socket] = []
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            accepted.append(conn)
-            threading.Thread(target=answer, args=(conn,), daemon=True).start()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join()
-        listener.close()
-        for conn in accepted:
-            conn.close()
-
-
-def read_request(conn: socket.socket) -> bytes:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    return data
 
 
 def test_the_default_transport_is_aiohttp_and_httpx_stays_on_request() -> None:
