@@ -202,30 +202,21 @@ def _field_names(cls: type) -> tuple[str, ...]:
 
 
 def _plain(value: Any) -> Any:
-    """``_encode(dataclasses.asdict(value))`` in one pass and without asdict's deep copy of every leaf:
-    the daemon writes every job's record every tick, and asdict was half the cost of a write."""
+    """The record as JSON-ready values, the dataclasses as dicts: what ``dataclasses.asdict`` gives,
+    without its deep copy of every leaf (the daemon writes every job's record every tick, and asdict
+    was half the cost of a write). NaN is already None; infinities become "inf" / "-inf" so the JSON
+    stays strict."""
     kind = type(value)
-    if kind is float:
-        return ("inf" if value > 0 else "-inf") if math.isinf(value) else value
     if kind is str or kind is int or kind is bool or value is None:
         return value
+    if isinstance(value, float):
+        return ("inf" if value > 0 else "-inf") if math.isinf(value) else value
     if is_dataclass(value):
         return {name: _plain(getattr(value, name)) for name in _field_names(kind)}
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
-    return _encode(value)
-
-
-def _encode(value: Any) -> Any:
-    """NaN is already None; infinities become "inf" / "-inf" so the JSON stays strict."""
-    if isinstance(value, float) and math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    if isinstance(value, dict):
-        return {k: _encode(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_encode(v) for v in value]
     return value
 
 

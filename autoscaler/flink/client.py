@@ -79,7 +79,6 @@ class FlinkClient:
         self.cluster = cluster
         url = base_url.rstrip("/")
         self.base_url = redact_url(url)  # what messages and logs show: never a password
-        self._url = url
         self.timeout_s = timeout_s
         self.on_request = on_request
         self._limit = asyncio.Semaphore(max_concurrency)
