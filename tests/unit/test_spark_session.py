@@ -1,13 +1,16 @@
-"""The session's settings (:mod:`autoscaler.evaluate.spark_session`), without a JVM.
+"""The session's settings (:mod:`autoscaler.evaluate.spark_session`), without a JVM but for the one
+test that asks the shared session's driver JVM what it was started with.
 
 Making real sessions (local, ``spark://``, ``sc://``) is in ``tests/integration/test_spark_remote.py``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from autoscaler.evaluate.spark_session import session_conf
+from autoscaler.evaluate.spark_session import DRIVER_JAVA_OPTIONS, session_conf
 from autoscaler.settings import SparkSettings
 
 
@@ -27,3 +30,20 @@ def test_session_conf_user_settings_win_and_connect_gets_runtime_confs_only() ->
     remote = session_conf(SparkSettings(master="sc://localhost:15002", conf={"spark.driver.memory": "2g"}))
     assert "spark.ui.enabled" not in remote and "spark.driver.memory" not in remote
     assert remote["spark.sql.session.timeZone"] == "UTC"
+
+
+def test_a_driver_jvm_the_daemon_starts_gets_a_collector_that_sizes_its_heap_to_the_window() -> None:
+    key = "spark.driver.extraJavaOptions"
+    for master in ("local[*]", "spark://127.0.0.1:7077"):
+        assert session_conf(SparkSettings(master=master))[key] == DRIVER_JAVA_OPTIONS
+    own = session_conf(SparkSettings(conf={key: "-XX:+UseG1GC"}))
+    assert own[key] == "-XX:+UseG1GC"  # replaced, not merged
+    assert key not in session_conf(SparkSettings(master="sc://h:15002"))
+
+
+@pytest.mark.spark
+def test_the_local_driver_jvm_runs_with_those_options(spark: Any) -> None:
+    """The conftest's session is made as the daemon makes its own: the options reach the JVM's command."""
+    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    arguments = set(runtime.getInputArguments())
+    assert set(DRIVER_JAVA_OPTIONS.split()) <= arguments
