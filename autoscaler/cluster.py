@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -304,22 +305,23 @@ class Clusters:
         """Wait (up to ``wait_s``) for the metric fetch this tick starts to land, watching one job.
 
         Flink's fetch is cluster-wide, so one job shows it for all. The probe is a job read last tick
-        (its reading then tells a fetch that landed already), the first that answers of a few; a cluster
-        whose probes all fail is read without waiting, and each job's own reads tell what they got.
+        (its reading tells a fetch that landed already), the first that answers of a few; if all fail,
+        the jobs are read without waiting and their reads tell what they got. The wait is a metric.
         """
         known = [t for t in targets if t.job.key in cluster.fetches]
         probes = (known or targets)[:_FETCH_PROBES]
         wait = FetchWait(wait_s, asyncio.sleep)
+        started = time.perf_counter()
         for target in probes:
             last = cluster.fetches.last_reading(target.job.key)
             try:
-                landed = await await_fetch(cluster.client, target.job.job_id, last, wait)
+                landed = await await_fetch(cluster.client, target.job.job_id, last, wait) is not None
             except (NotRunning, FlinkError) as exc:
                 log.debug("fetch_probe_failed", cluster=cluster.name, job=target.job.key, error=str(exc))
                 continue
-            log.debug(
-                "metric_fetch_awaited", cluster=cluster.name, probe=target.job.key, landed=landed is not None
-            )
+            log.debug("metric_fetch_awaited", cluster=cluster.name, probe=target.job.key, landed=landed)
+            if wait_s > 0:
+                self.metrics.report_fetch_wait(cluster.name, time.perf_counter() - started, landed)
             return
 
     # ------------------------------------------------------------------ leases

@@ -112,8 +112,11 @@ class Daemon:
             if not await self._storage_usable():
                 return await self._stand_by(rec, "the state database is unusable", "state_database_unusable")
             collected = await self.clusters.collect(rec, only_job)  # discover + collect
+            rec.lap("collect")
             loaded = await self.store.load(collected.samples)
+            rec.lap("load")
             evaluated = await self._evaluate(collected.samples, loaded, rec.now_ms)
+            rec.lap("evaluate")
             self._evaluation_failed = evaluated.error is not None
             decided = await decide_jobs(
                 collected.samples,
@@ -123,10 +126,13 @@ class Daemon:
                 flink_cooldown_ms={c.name: c.flink_cooldown_ms for c in self.clusters},
                 confirm_timeout=self.settings.confirm_timeout,
             )
+            rec.lap("decide")
             approved = await run_plugins(
                 decided, rec, plugins=self.plugins, clusters=self.clusters, chain_log=self._chain_log
             )
+            rec.lap("plugins")
             outcomes = await realize_jobs(approved, rec, clusters=self.clusters, now_ms=self.clock.now_ms)
+            rec.lap("realize")
             report = await self._record(rec, collected, loaded, outcomes, only_job)
         if drain:
             await self.delivery.drain()
@@ -201,7 +207,8 @@ class Daemon:
         await self.store.flush(collected.samples, loaded, rec.states, rec.now_ms, gone=gone, lapsed=lapsed)
         await rec.publish(self.events, self.delivery)
         if only_job is None:  # a whole tick: it also tells /readyz that the loop is alive
-            self.metrics.report_tick(time.perf_counter() - rec.started)
+            rec.lap("record")
+            self.metrics.report_tick(time.perf_counter() - rec.started, rec.stages)
             self.clusters.report_jobs(collected.samples)
         return TickReport(rec.now_ms, tuple(outcomes), collected.cluster_errors)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -172,6 +172,22 @@ class MetricsReporter:
             registry=r,
             buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
         )
+        self.tick_stage_seconds = Histogram(
+            "flink_autoscaler_tick_stage_duration_seconds",
+            "Duration of each stage of a whole tick, in order: collect (leases, discovery, the wait for "
+            "Flink's metric fetch, the reads), load, evaluate, decide, plugins, realize, record",
+            ("stage",),
+            registry=r,
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+        )
+        self.metric_fetch_wait_seconds = Histogram(
+            "flink_autoscaler_metric_fetch_wait_seconds",
+            "How long a tick waited for the metric fetch it started on the cluster: outcome=landed, or "
+            "timed_out after metric_fetch_wait (the jobs' readings may then be the last fetch again)",
+            ("cluster", "outcome"),
+            registry=r,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 1.5, 2, 5, 10),
+        )
         self.evaluation_seconds = Histogram(
             "flink_autoscaler_evaluation_duration_seconds",
             "Duration of the batched Spark evaluation",
@@ -285,13 +301,20 @@ class MetricsReporter:
     def report_error(self, cluster: str, reason: Reason) -> None:
         self.errors.labels(cluster, str(reason)).inc()
 
-    def report_tick(self, duration_s: float) -> None:
-        """A full tick completed: counts it, times it, and tells ``health`` the loop is alive."""
+    def report_tick(self, duration_s: float, stages: Mapping[str, float] | None = None) -> None:
+        """A full tick completed: counts it, times it and its ``stages`` (name -> seconds), and tells
+        ``health`` the loop is alive."""
         self.ticks.inc()
         self.tick_seconds.observe(duration_s)
+        for stage, seconds in (stages or {}).items():
+            self.tick_stage_seconds.labels(stage).observe(seconds)
         self.last_tick.set(time.time())
         if self.health is not None:
             self.health.tick_completed()
+
+    def report_fetch_wait(self, cluster: str, seconds: float, landed: bool) -> None:
+        """A tick's wait for the cluster's metric fetch: how long, and whether the fetch landed in it."""
+        self.metric_fetch_wait_seconds.labels(cluster, "landed" if landed else "timed_out").observe(seconds)
 
     def report_spark(self, ok: bool, detail: str = "", duration_s: float | None = None) -> None:
         """The outcome of a Spark evaluation (``duration_s`` when it ran); readiness follows it."""

@@ -64,8 +64,14 @@ class TickRecord:
     states: dict[str, JobState] = field(default_factory=dict)  # job key -> state changed this tick
     outcomes: list[JobOutcome] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)  # for the tick's duration
+    stages: dict[str, float] = field(default_factory=dict)  # stage -> seconds, in the order they ran
 
     # ------------------------------------------------------------------ the ledger
+    def lap(self, stage: str) -> None:
+        """``stage`` just ended: it took the time since the previous one ended (or the tick began)."""
+        now = time.perf_counter()
+        self.stages[stage] = now - self.started - sum(self.stages.values())
+
     def event(
         self,
         job_key: str,

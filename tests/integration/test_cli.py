@@ -101,6 +101,14 @@ def test_run_scrapes_serves_metrics_and_stops_cleanly_on_sigterm(tmp_path):
                 time.sleep(0.5)
             assert seen.get("flink_autoscaler_ticks_total[]", 0) >= 3
             assert seen["flink_autoscaler_jobs[('cluster', 'sim')]"] == 1
+            stages = ("collect", "load", "evaluate", "decide", "plugins", "realize", "record")
+            timed = [
+                seen.get(f"flink_autoscaler_tick_stage_duration_seconds_count[('stage', '{s}')]", 0)
+                for s in stages
+            ]
+            assert min(timed) >= 2, timed  # every stage of every whole tick (a scrape may fall mid-report)
+            waits = [k for k in seen if k.startswith("flink_autoscaler_metric_fetch_wait_seconds_count")]
+            assert waits and all("('cluster', 'sim')" in k for k in waits)  # the real-time daemon waits
             assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
             ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
             assert ready.status_code in (200, 503) and ready.json()["reason"]

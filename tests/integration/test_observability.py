@@ -93,7 +93,8 @@ async def feed(metrics: MetricsReporter) -> None:
         await client.jobs_overview()
         with pytest.raises(FlinkHTTPError):
             await client.job_details("0" * 32)  # unknown job: 404
-    metrics.report_tick(1.7)
+    metrics.report_fetch_wait(JOB.cluster, 0.2, landed=True)
+    metrics.report_tick(1.7, {"collect": 0.6, "evaluate": 0.8, "record": 0.3})
 
 
 # ------------------------------------------------------------------------------ PromQL, lightly parsed

@@ -7,6 +7,7 @@ import math
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobRef
 from autoscaler.reasons import Reason
+from autoscaler.record import TickRecord
 from autoscaler.state import ScalingVerification, VertexVerification
 from autoscaler.testing import make_evaluation, vertex_eval
 
@@ -107,3 +108,23 @@ def test_tick_and_spark_reports_feed_the_health_object():
     assert value(metrics, "flink_autoscaler_spark_up") == 1
     assert value(metrics, "flink_autoscaler_evaluation_duration_seconds_count") == 1
     assert value(metrics, "flink_autoscaler_last_tick_timestamp_seconds") > 0
+
+
+def test_a_ticks_stages_and_its_wait_for_the_metric_fetch_are_timed(monkeypatch):
+    ends = iter([11.5, 11.75, 12.5])  # three stages of a tick that started at 10.0 end
+    monkeypatch.setattr("autoscaler.record.time.perf_counter", lambda: next(ends))
+    rec = TickRecord(0, MetricsReporter(), started=10.0)
+    for stage in ("collect", "load", "evaluate"):
+        rec.lap(stage)
+    assert rec.stages == {"collect": 1.5, "load": 0.25, "evaluate": 0.75}
+
+    metrics = MetricsReporter()
+    metrics.report_tick(2.5, rec.stages)
+    metrics.report_fetch_wait("c1", 0.25, landed=True)
+    metrics.report_fetch_wait("c1", 1.5, landed=False)
+    stage = "flink_autoscaler_tick_stage_duration_seconds"
+    assert value(metrics, f"{stage}_count", stage="collect") == 1
+    assert value(metrics, f"{stage}_sum", stage="evaluate") == 0.75
+    wait = "flink_autoscaler_metric_fetch_wait_seconds"
+    assert value(metrics, f"{wait}_sum", cluster="c1", outcome="landed") == 0.25
+    assert value(metrics, f"{wait}_sum", cluster="c1", outcome="timed_out") == 1.5

@@ -329,7 +329,8 @@ def fed_default_reporter() -> MetricsReporter:
     metrics.ticks_skipped.inc()
     metrics.report_request(job.cluster, "GET", "/jobs/:jobid", 404)
     metrics.report_spark(True, duration_s=0.8)
-    metrics.report_tick(1.7)
+    metrics.report_fetch_wait(job.cluster, 0.2, landed=True)
+    metrics.report_tick(1.7, {"collect": 0.6, "evaluate": 0.8, "record": 0.3})
     return metrics
 
 
