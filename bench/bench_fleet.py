@@ -3,8 +3,11 @@
 For each size it starts two processes and measures them from outside:
 
 * the simulator, ``python bench/bench_fleet.py --serve-simulator ...`` (``run_simulator`` over HTTP, in
-  real time, Flink's lazy metric fetcher on at ``metrics.fetcher.update-interval``, 10 s by default);
-  it counts every request it answers by endpoint template (``GET /_simulator/requests``);
+  real time, Flink's lazy metric fetcher on at ``metrics.fetcher.update-interval``: by default half
+  the control interval, as the daemon advises (Flink's own default, 10 s, with a 10 s loop makes every
+  tick wait longer for its fetch, up to ``metric_fetch_wait``, and then read a stale one;
+  ``--fetch-interval 10`` shows it); it counts every request it answers by endpoint template
+  (``GET /_simulator/requests``);
 * the daemon, ``python -m autoscaler run --config <tmp>/config.yaml`` as production runs it (Spark
   ``local[*]``, SQLite state, JSON logs at INFO, ``/metrics``), in its own process group.
 
@@ -138,6 +141,8 @@ class Result:
     bench_cpu_s: float = 0.0
     others_cpu_s: float = 0.0  # what other processes of the machine used in the window
     eval_s: float = 0.0
+    stages_s: dict[str, float] = field(default_factory=dict)  # each stage's mean per tick, in order
+    fetch_waits: dict[str, tuple[float, float]] = field(default_factory=dict)  # outcome -> (n, mean s)
     daemon_rss_mb: float = 0.0
     jvm_rss_mb: float = 0.0
     sim_rss_mb: float = 0.0
@@ -372,6 +377,13 @@ def measure(watch: Watch, result: Result, args: argparse.Namespace, started: flo
     result.others_cpu_s = max(0.0, last.machine_busy_s - first.machine_busy_s - ours)
     evals = last.scrape.eval_count - first.scrape.eval_count
     result.eval_s = (last.scrape.eval_sum_s - first.scrape.eval_sum_s) / evals if evals else float("nan")
+    if result.ticks_run:
+        stages = _delta(last.scrape.stage_sums_s, first.scrape.stage_sums_s)
+        result.stages_s = {k: v / result.ticks_run for k, v in stages.items()}
+    for outcome, (n, total) in last.scrape.fetch_waits.items():
+        n0, total0 = first.scrape.fetch_waits.get(outcome, (0.0, 0.0))
+        if n > n0:
+            result.fetch_waits[outcome] = (n - n0, (total - total0) / (n - n0))
     result.daemon_rss_mb = max(s.daemon_rss_mb for s in samples)
     result.jvm_rss_mb = max(s.jvm_rss_mb for s in samples)
     result.sim_rss_mb = max(s.sim_rss_mb for s in samples)
@@ -510,6 +522,13 @@ def details(r: Result, top: int) -> str:
             f"of it (first to last, as the simulator's count polled every 0.1 s saw it); the Spark "
             f"evaluation {r.eval_s:.1f} s (mean)"
         )
+    if r.stages_s:
+        stages = ", ".join(f"{k} {v:.2f}" for k, v in r.stages_s.items())
+        waits = "; ".join(f"{k} {n:.0f}x, {mean:.2f} s" for k, (n, mean) in sorted(r.fetch_waits.items()))
+        out.append(
+            f"  the tick's stages (means, s, flink_autoscaler_tick_stage_duration_seconds): {stages}; "
+            f"collect's wait for Flink's metric fetch: {waits or 'none'}"
+        )
     out.append(
         f"  daemon + JVM CPU {r.per_tick(r.daemon_cpu_s + r.jvm_cpu_s):.2f} s/tick; peak RSS since start "
         f"(VmHWM): daemon {r.daemon_hwm_mb:.0f} MB, JVM {r.jvm_hwm_mb:.0f} MB; the daemon's other "
@@ -563,7 +582,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     ap.add_argument("--warm-up", type=int, default=3, help="first ticks not measured (at least)")
     ap.add_argument("--interval", type=float, default=10.0, help="control_loop_interval, seconds")
-    ap.add_argument("--fetch-interval", type=float, default=10.0, help="metrics.fetcher.update-interval, s")
+    ap.add_argument(
+        "--fetch-interval",
+        type=float,
+        default=None,
+        help="metrics.fetcher.update-interval, s; by default half of --interval, what the daemon advises "
+        "(metric_fetch_interval_too_long): at Flink's 10 s and a 10 s loop each tick waits longer for "
+        "its fetch, up to metric_fetch_wait, and then reads a stale one",
+    )
     ap.add_argument(
         "--step",
         type=float,
@@ -594,6 +620,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--serve-simulator", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--jobs", type=int, default=100, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.fetch_interval is None:
+        args.fetch_interval = args.interval / 2
     if args.vertices < 1:
         ap.error("--vertices must be at least 1")
     if args.serve_simulator:

@@ -13,7 +13,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -82,6 +82,9 @@ _WANTED = (
     "flink_autoscaler_rest_requests_total",
     "flink_autoscaler_evaluation_duration_seconds_sum",
     "flink_autoscaler_evaluation_duration_seconds_count",
+    "flink_autoscaler_tick_stage_duration_seconds_sum",
+    "flink_autoscaler_metric_fetch_wait_seconds_sum",
+    "flink_autoscaler_metric_fetch_wait_seconds_count",
 )
 
 
@@ -97,21 +100,32 @@ class Scrape:
     eval_count: float
     requests: Mapping[str, float]  # "<METHOD> <endpoint template>" -> count
     size_bytes: int
+    stage_sums_s: Mapping[str, float] = field(default_factory=dict)  # tick stage -> seconds, in order
+    fetch_waits: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # outcome -> (n, s)
 
     @classmethod
     def parse(cls, text: str, at_s: float) -> Scrape:
         """Only the few series used (a full parse of a fleet's ``/metrics`` would cost the bench seconds)."""
         values: dict[str, float] = {}
         requests: dict[str, float] = {}
+        stages: dict[str, float] = {}
+        waits: dict[str, tuple[float, float]] = {}
         for line in text.splitlines():
             if not line.startswith(_WANTED):
                 continue
             name_labels, _, value = line.rpartition(" ")
             name, _, labels = name_labels.partition("{")
+            have = dict(_LABEL.findall(labels))
             if name == "flink_autoscaler_rest_requests_total":
-                have = dict(_LABEL.findall(labels))
                 key = f"{have.get('method', '?')} {have.get('endpoint', '?')}"
                 requests[key] = requests.get(key, 0.0) + float(value)
+            elif name == "flink_autoscaler_tick_stage_duration_seconds_sum":
+                stages[have.get("stage", "?")] = float(value)
+            elif name.startswith("flink_autoscaler_metric_fetch_wait_seconds_"):  # summed over clusters
+                outcome = have.get("outcome", "?")
+                n, total = waits.get(outcome, (0.0, 0.0))
+                x = float(value)
+                waits[outcome] = (n + x, total) if name.endswith("_count") else (n, total + x)
             else:
                 values[name] = float(value)
         return cls(
@@ -123,6 +137,8 @@ class Scrape:
             eval_count=values.get("flink_autoscaler_evaluation_duration_seconds_count", 0.0),
             requests=requests,
             size_bytes=len(text),
+            stage_sums_s=stages,
+            fetch_waits=waits,
         )
 
 

@@ -69,8 +69,18 @@ def test_only_the_series_it_reports_are_read_off_metrics(fleet: ModuleType) -> N
             'flink_autoscaler_rest_requests_total{cluster="fleet",method="GET",endpoint="/jobs/:jobid",'
             'status="503"} 2.0',
             'flink_autoscaler_rest_requests_created{cluster="fleet",method="GET",endpoint="/x"} 1.7e9',
+            'flink_autoscaler_tick_stage_duration_seconds_sum{stage="collect"} 9.5',
+            'flink_autoscaler_tick_stage_duration_seconds_count{stage="collect"} 5.0',
+            'flink_autoscaler_tick_stage_duration_seconds_sum{stage="evaluate"} 2.0',
+            'flink_autoscaler_metric_fetch_wait_seconds_count{cluster="a",outcome="landed"} 3.0',
+            'flink_autoscaler_metric_fetch_wait_seconds_sum{cluster="a",outcome="landed"} 0.75',
+            'flink_autoscaler_metric_fetch_wait_seconds_count{cluster="b",outcome="landed"} 1.0',
+            'flink_autoscaler_metric_fetch_wait_seconds_sum{cluster="b",outcome="landed"} 0.25',
+            'flink_autoscaler_metric_fetch_wait_seconds_bucket{cluster="b",outcome="landed",le="1.0"} 1.0',
         ]
     )
     scrape = fleet.Scrape.parse(text, at_s=3.0)
     assert (scrape.ticks, scrape.tick_sum_s, scrape.skipped) == (5.0, 12.5, 1.0)
     assert scrape.requests == {"GET /jobs/:jobid": 42.0}  # every status counts: each was a request
+    assert scrape.stage_sums_s == {"collect": 9.5, "evaluate": 2.0}  # in the daemon's order
+    assert scrape.fetch_waits == {"landed": (4.0, 1.0)}  # summed over the clusters
