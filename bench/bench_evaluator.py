@@ -39,6 +39,7 @@ from datetime import timedelta
 from typing import Any
 
 from autoscaler.evaluate import SparkEvaluator, aggregate_window, create_spark_session, evaluate_vertices
+from autoscaler.evaluate.series import VERTEX_BITS, SeriesNames, vertex_order
 from autoscaler.evaluate.spark import ROW_DDL, collect_aggregates, rows_frame
 from autoscaler.evaluate.window_book import WindowBook
 from autoscaler.model import Edge, JobRef, JobSample, JobTarget, JobTopology, VertexInfo, VertexSample
@@ -170,13 +171,13 @@ def reship_tick(
 ) -> None:
     """Ship the whole window from the driver every tick (what the appended window avoids)."""
     windows.advance(samples, now_ms)
-    frame = rows_frame(
+    frame, names = rows_frame(
         (key, e, vid, s.ts_ms, s.vertices[vid])
         for key, rows in windows.rows.items()
         for e, s in rows
         for vid in s.topology.vertices
     )
-    aggregates = collect_aggregates(spark.createDataFrame(frame, ROW_DDL).coalesce(parts))
+    aggregates = collect_aggregates(spark.createDataFrame(frame, ROW_DDL).coalesce(parts), names)
     for s in samples:
         evaluate_vertices(s, aggregates.get(s.job.key, {}), s.target.options)
 
@@ -190,7 +191,11 @@ def per_job_queries(evaluator: SparkEvaluator, job_keys: Sequence[str]) -> float
         return float("nan")
     start = time.perf_counter()
     for key in job_keys:
-        collect_aggregates(window.where(F.col("job_key") == key))
+        job = evaluator._book.get(key)
+        if job is None:
+            continue
+        names = SeriesNames({job.epoch: (key, vertex_order(job.vertex_ids))})
+        collect_aggregates(window.where(F.shiftright(F.col("series"), VERTEX_BITS) == job.epoch), names)
     return (time.perf_counter() - start) / len(job_keys)
 
 

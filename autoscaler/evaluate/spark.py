@@ -18,7 +18,7 @@ job. Jobs without custom metrics cost nothing: the frame exists only while it ho
 The session is made in :mod:`autoscaler.evaluate.spark_session`; the frames' layout and the aggregation
 query are in :mod:`autoscaler.evaluate.spark_frames`; what each job needs around the batch, and its
 result, in :mod:`autoscaler.evaluate.tick_jobs`. This module keeps the windows across ticks and
-evaluates; it re-exports the names importers take from it. It is some 400 lines because
+evaluates; it re-exports the names importers take from it. It is some 420 lines because
 :class:`SparkEvaluator` is one transaction per tick (replay, append, slide, aggregate, evaluate, roll back
 or recover) over one shared state (the window book, the two frames, the session): split up, its parts
 would only hand that state to each other.
@@ -36,6 +36,7 @@ import structlog
 
 from autoscaler.evaluate.custom import ConfiguredEvaluator
 from autoscaler.evaluate.fleet import FleetEvaluator
+from autoscaler.evaluate.series import VERTEX_BITS, SeriesNames, VertexOrders
 from autoscaler.evaluate.spark_frames import (
     CUSTOM_COLUMNS,
     CUSTOM_DDL,
@@ -81,6 +82,7 @@ __all__ = [
     "ROW_COLUMNS",
     "ROW_DDL",
     "CustomAggregates",
+    "SeriesNames",
     "SparkEvaluator",
     "aggregate_frame",
     "collect_aggregates",
@@ -147,17 +149,20 @@ class SparkEvaluator:
         self._custom: DataFrame | None = None  # custom-metric rows; None while there are none
         self._rows_by_job: dict[str, int] = {}
         self._custom_rows_by_job: dict[str, int] = {}
+        self._orders = VertexOrders()  # each epoch's vertices in series order, sorted once
 
     # -- lifecycle -----------------------------------------------------------------------------
     def warm_up(self) -> None:
         """Run the tick's Spark operations once on throwaway rows (JIT, codegen, Arrow, workers)."""
-        rows = rows_frame([("warm-up", 0, "v", 0, VertexSample()), ("warm-up", 0, "v", 1, VertexSample())])
+        rows, names = rows_frame(
+            [("warm-up", 0, "v", 0, VertexSample()), ("warm-up", 0, "v", 1, VertexSample())]
+        )
         custom = custom_rows_frame([("warm-up", 0, "v", "m", 0, 1.0)])
         keep = keep_frame({"warm-up": (0, 0)})
         frame = self._materialize(None, rows, keep)
         custom_frame = self._materialize(None, custom, keep, CUSTOM_DDL)
         if frame is not None:
-            collect_tick_columns(frame, custom_frame)
+            collect_tick_columns(frame, custom_frame, names)
         release_frame(frame)
         release_frame(custom_frame)
 
@@ -263,8 +268,11 @@ class SparkEvaluator:
         kept = [(key, t) for key, t in ticks.items() if t.status.kept]
         rows = window_rows(
             [
-                *((s.job.key, epoch, s, s.vertices) for epoch, s in replayed),
-                *((key, t.status.epoch, t.sample, t.sample.topology.vertices) for key, t in kept),
+                *((epoch, s, self._orders.of(epoch, s.topology.vertices)) for epoch, s in replayed),
+                *(
+                    (t.status.epoch, t.sample, self._orders.of(t.status.epoch, t.sample.topology.vertices))
+                    for _, t in kept
+                ),
             ]
         )
         custom_rows = custom_rows_frame(
@@ -285,13 +293,16 @@ class SparkEvaluator:
             )
         except BaseException:
             self._book = saved
+            self._orders.clear()  # the saved book hands out this tick's epochs again
             if window is not previous:
                 release_frame(window)
             raise
         self._window, self._custom = window, custom
         release_frame(previous)
         release_frame(previous_custom)
-        standard, custom_aggregates = collect_tick_columns(self._window, self._custom)
+        standard, custom_aggregates = collect_tick_columns(
+            self._window, self._custom, self._orders.names(keep, self._book)
+        )
         counts = rows_per_job(standard)
         self._rows_by_job = {key: rows for key, (rows, _) in counts.items()}
         self._custom_rows_by_job = {
@@ -359,6 +370,7 @@ class SparkEvaluator:
         release_frame(self._custom)
         self._window = self._custom = None
         self._book = WindowBook()
+        self._orders.clear()
         self._rows_by_job.clear()
         self._custom_rows_by_job.clear()
 
@@ -400,10 +412,10 @@ class SparkEvaluator:
         if frame is None:
             return None
         kept = to_spark(self._spark, keep, KEEP_DDL).alias("k")
-        condition = (
-            (F.col("w.job_key") == F.col("k.job_key"))
-            & (F.col("w.epoch") == F.col("k.epoch"))
-            & (F.col("w.ts_ms") >= F.col("k.start_ms"))
-        )
+        if ddl == ROW_DDL:  # a series' slot is its window's epoch, which no other job's window has
+            same = F.shiftright(F.col("w.series"), VERTEX_BITS) == F.col("k.epoch")
+        else:
+            same = (F.col("w.job_key") == F.col("k.job_key")) & (F.col("w.epoch") == F.col("k.epoch"))
+        condition = same & (F.col("w.ts_ms") >= F.col("k.start_ms"))
         window = frame.alias("w").join(F.broadcast(kept), condition, "left_semi")
         return window.coalesce(self._partitions).localCheckpoint(eager=True)

@@ -1,11 +1,11 @@
 """The window as Spark frames, and the ONE aggregation query per tick that reduces it to one row per vertex.
 
 Its own module because it is the data layout and the SQL, apart from the evaluator's bookkeeping across
-ticks (:mod:`autoscaler.evaluate.spark`): the window's columns and DDL, the Arrow tables that carry new
-rows to Spark, the aggregate expressions (getAverage and getRate of every metric, in Spark SQL, with
-the parts the driver needs to finish the observed TPR per job), their collection as one Arrow table,
-and the release of a superseded checkpoint. Tests and the benchmark aggregate a frame with it and no
-evaluator.
+ticks (:mod:`autoscaler.evaluate.spark`): the Arrow tables that carry new rows to Spark (the window's
+own rows and their integer key are in :mod:`autoscaler.evaluate.series`), the aggregate expressions
+(getAverage and getRate of every metric, in Spark SQL, with the parts the driver needs to finish the
+observed TPR per job), their collection as one Arrow table, and the release of a superseded
+checkpoint. Tests and the benchmark aggregate a frame with it and no evaluator.
 
 Arrow both ways, column by column, because the rows are many: a tick at 10,000 jobs x 10 vertices ships
 100,000 new rows and gets 100,000 aggregate rows back, and building or reading them as Python objects
@@ -20,19 +20,17 @@ names costs no schema change. Their aggregation is unioned into the standard one
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from autoscaler.evaluate.aggregates import AverageParts, CustomAggregate, VertexAggregates, get_average
 from autoscaler.evaluate.fleet_columns import AGGREGATE_FIELDS, aggregates_by_job
-from autoscaler.model import JobSample, VertexId, VertexSample
+from autoscaler.evaluate.series import ROW_COLUMNS, ROW_DDL, SeriesNames, rows_frame, window_rows
+from autoscaler.model import JobSample, VertexId
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -44,6 +42,7 @@ __all__ = [
     "ROW_COLUMNS",
     "ROW_DDL",
     "CustomAggregates",
+    "SeriesNames",
     "aggregate_frame",
     "collect_aggregates",
     "collect_tick_aggregates",
@@ -58,23 +57,6 @@ __all__ = [
     "window_rows",
 ]
 
-# VertexSample field -> column name in the window frame.
-SAMPLE_COLUMNS: dict[str, str] = {
-    "busy_time_ms_per_s": "busy",
-    "backpressured_ms_per_s": "backpressure",
-    "num_records_in": "records_in",
-    "num_records_out": "records_out",
-    "accumulated_busy_time_ms": "acc_busy",
-    "num_records_in_per_s": "records_in_per_s",
-    "pending_records": "pending",
-    "observed_tpr": "observed_tpr",
-    "accumulated_busy_time_agg_ms": "acc_busy_agg",
-}
-KEY_COLUMNS = ("job_key", "epoch", "vertex_id", "ts_ms")
-ROW_COLUMNS = (*KEY_COLUMNS, *SAMPLE_COLUMNS.values())
-ROW_DDL = "job_key string, epoch bigint, vertex_id string, ts_ms bigint, " + ", ".join(
-    f"{c} double" for c in SAMPLE_COLUMNS.values()
-)
 # Custom metrics, long format: scope is the vertex id, or "" for job-level (TaskManager, external) ones.
 CUSTOM_COLUMNS = ("job_key", "epoch", "scope", "name", "ts_ms", "value")
 CUSTOM_DDL = "job_key string, epoch bigint, scope string, name string, ts_ms bigint, value double"
@@ -82,65 +64,6 @@ KEEP_DDL = "job_key string, epoch bigint, start_ms bigint"
 
 
 # ---------------------------------------------------------------------------------------------- frames
-_SAMPLE_VALUES = attrgetter(*SAMPLE_COLUMNS)
-
-
-def window_rows(entries: Iterable[tuple[str, int, JobSample, Iterable[VertexId]]]) -> pa.Table:
-    """The window rows of whole samples, ``(job_key, epoch, sample, its vertex ids)``, as an Arrow table.
-
-    Built column by column: a sample's key, epoch and time are repeated by numpy, its values are read
-    with one ``attrgetter`` call per vertex, so 100,000 rows cost tens of milliseconds.
-    """
-    keys: list[str] = []
-    epochs: list[int] = []
-    stamps: list[int] = []
-    counts: list[int] = []
-    vids: list[VertexId] = []
-    samples: list[VertexSample] = []
-    for key, epoch, sample, vertex_ids in entries:
-        ids = list(vertex_ids)
-        vids.extend(ids)
-        samples.extend(map(sample.vertices.__getitem__, ids))
-        keys.append(key)
-        epochs.append(epoch)
-        stamps.append(sample.ts_ms)
-        counts.append(len(ids))
-    return _rows_table(keys, epochs, stamps, counts, vids, samples)
-
-
-def rows_frame(rows: Iterable[tuple[str, int, VertexId, int, VertexSample]]) -> pa.Table:
-    """The window rows ``(job_key, epoch, vertex_id, ts_ms, sample)``, one by one, as an Arrow table."""
-    listed = list(rows)
-    keys, epochs, vids, stamps, samples = (
-        (list(c) for c in zip(*listed, strict=True)) if listed else ([],) * 5
-    )
-    return _rows_table(keys, epochs, stamps, [1] * len(keys), vids, samples)
-
-
-def _rows_table(
-    keys: list[str],
-    epochs: list[int],
-    stamps: list[int],
-    counts: list[int],
-    vids: list[VertexId],
-    samples: list[VertexSample],
-) -> pa.Table:
-    """``keys``, ``epochs`` and ``stamps`` hold one entry per group of ``counts`` consecutive rows."""
-    repeat = np.repeat(np.arange(len(keys), dtype=np.int64), counts)
-    width = len(SAMPLE_COLUMNS)
-    flat = itertools.chain.from_iterable(map(_SAMPLE_VALUES, samples))  # no array of tuples: 3x faster
-    values = np.fromiter(flat, dtype=np.float64, count=len(samples) * width).reshape(-1, width)
-    columns: dict[str, pa.Array] = {
-        "job_key": pa.array(keys, type=pa.string()).take(repeat),
-        "epoch": pa.array(np.asarray(epochs, dtype=np.int64)[repeat]),
-        "vertex_id": pa.array(vids, type=pa.string()),
-        "ts_ms": pa.array(np.asarray(stamps, dtype=np.int64)[repeat]),
-    }
-    for k, column in enumerate(SAMPLE_COLUMNS.values()):
-        columns[column] = pa.array(values[:, k])  # NaN stays a value: the SQL reads it as null (_value)
-    return pa.table(columns)
-
-
 CustomRow = tuple[str, int, str, str, int, float]  # (job_key, epoch, scope, name, ts_ms, value)
 _CUSTOM_TYPES = (pa.string(), pa.int64(), pa.string(), pa.string(), pa.int64(), pa.float64())
 
@@ -244,11 +167,10 @@ def _rate(name: str) -> str:
     return f"CASE WHEN {name}_n >= 2 THEN 1000D * ({name}_v1 - {name}_v0) / {span} END"
 
 
-# One row per vertex, VertexAggregates' fields by name (fleet_columns.AGGREGATE_FIELDS). The observed TPR
-# stays in parts: its min-observations is a per-job option the driver applies.
+# One row per vertex series, VertexAggregates' fields by name (fleet_columns.AGGREGATE_FIELDS). The
+# observed TPR stays in parts: its min-observations is a per-job option the driver applies.
 AGGREGATES: tuple[str, ...] = (
-    "job_key",
-    "vertex_id",
+    "series",
     "samples",
     f"{_total('busy')} AS busy_sum",
     "busy_n AS busy_count",
@@ -265,7 +187,7 @@ AGGREGATES: tuple[str, ...] = (
     "tpr_inf AS observed_tpr_infinite",
     f"{_average('bp')} AS backpressure_avg",
 )
-assert [a.rsplit(" AS ", 1)[-1] for a in AGGREGATES[2:]] == list(AGGREGATE_FIELDS), "VertexAggregates changed"
+assert [a.rsplit(" AS ", 1)[-1] for a in AGGREGATES[1:]] == list(AGGREGATE_FIELDS), "VertexAggregates changed"
 
 
 _CUSTOM_VALUE = _value("value")
@@ -282,8 +204,8 @@ def custom_aggregate_frame(custom: DataFrame) -> DataFrame:
 
 
 def aggregate_frame(window: DataFrame) -> DataFrame:
-    """ONE ROW PER (job_key, vertex_id): every window aggregate the formulas need (:data:`AGGREGATES`)."""
-    parts = window.groupBy("job_key", "vertex_id").agg(*_parsed(window, PART_AGGREGATES))
+    """ONE ROW PER vertex ``series``: every window aggregate the formulas need (:data:`AGGREGATES`)."""
+    parts = window.groupBy("series").agg(*_parsed(window, PART_AGGREGATES))
     return parts.selectExpr(*AGGREGATES)
 
 
@@ -306,9 +228,9 @@ def _parsed(frame: DataFrame, expressions: tuple[str, ...]) -> list[Any]:
     return cached[1]
 
 
-def collect_aggregates(window: DataFrame) -> dict[str, dict[VertexId, VertexAggregates]]:
+def collect_aggregates(window: DataFrame, names: SeriesNames) -> dict[str, dict[VertexId, VertexAggregates]]:
     """Run :func:`aggregate_frame` and bring the per-vertex rows to the driver as ``VertexAggregates``."""
-    return aggregates_by_job(aggregate_frame(window).toArrow())
+    return aggregates_by_job(names.name(aggregate_frame(window).toArrow()))
 
 
 # job key -> scope -> name -> the metric's window
@@ -316,8 +238,7 @@ CustomAggregates = dict[str, dict[str, dict[str, CustomAggregate]]]
 
 _STANDARD_SCHEMA = pa.schema(
     [
-        ("job_key", pa.string()),
-        ("vertex_id", pa.string()),
+        ("series", pa.int64()),
         *(
             (name, pa.int64() if isinstance(getattr(VertexAggregates(), name), int) else pa.float64())
             for name in AGGREGATE_FIELDS
@@ -327,34 +248,34 @@ _STANDARD_SCHEMA = pa.schema(
 
 
 def collect_tick_columns(
-    window: DataFrame | None, custom: DataFrame | None
+    window: DataFrame | None, custom: DataFrame | None, names: SeriesNames
 ) -> tuple[pa.Table, CustomAggregates]:
     """Both aggregations of a tick in ONE Spark query (the custom rows are unioned into the standard
-    ones), collected through Arrow: the standard rows as a table (``job_key``, ``vertex_id`` and
-    ``VertexAggregates``' fields), the custom ones read into their aggregates.
+    ones), collected through Arrow: the standard rows as a table (``job_key``, ``vertex_id`` from
+    ``names``, and ``VertexAggregates``' fields), the custom ones read into their aggregates.
 
     The two kinds of rows are told apart by ``name``, which only custom rows have.
     """
     candidates = (_maybe(window, aggregate_frame), _maybe(custom, custom_aggregate_frame))
     frames = [f for f in candidates if f is not None]
     if not frames:
-        return _STANDARD_SCHEMA.empty_table(), {}
+        return names.name(_STANDARD_SCHEMA.empty_table()), {}
     frame = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1], allowMissingColumns=True)
     table = frame.toArrow()
     if "name" not in table.column_names:
-        return table.select(_STANDARD_SCHEMA.names), {}
+        return names.name(table.select(_STANDARD_SCHEMA.names)), {}
     is_custom = pc.is_valid(table["name"])
     standard = _STANDARD_SCHEMA.empty_table()
-    if "vertex_id" in table.column_names:
+    if "series" in table.column_names:
         standard = table.filter(pc.invert(is_custom)).select(_STANDARD_SCHEMA.names)
-    return standard, _custom_aggregates(table.filter(is_custom))
+    return names.name(standard), _custom_aggregates(table.filter(is_custom))
 
 
 def collect_tick_aggregates(
-    window: DataFrame | None, custom: DataFrame | None
+    window: DataFrame | None, custom: DataFrame | None, names: SeriesNames
 ) -> tuple[dict[str, dict[VertexId, VertexAggregates]], CustomAggregates]:
     """:func:`collect_tick_columns` with the standard rows as ``{job_key: {vertex_id: VertexAggregates}}``."""
-    standard, custom_aggregates = collect_tick_columns(window, custom)
+    standard, custom_aggregates = collect_tick_columns(window, custom, names)
     return aggregates_by_job(standard), custom_aggregates
 
 

@@ -36,6 +36,7 @@ from autoscaler.evaluate.formulas import aggregate_custom_window
 from autoscaler.evaluate.spark import (
     CUSTOM_DDL,
     ROW_DDL,
+    SeriesNames,
     collect_tick_aggregates,
     custom_rows_frame,
     rows_frame,
@@ -411,16 +412,15 @@ def test_spark_custom_aggregates_equal_the_oracle_in_the_same_query_as_the_stand
         ("x", "w"): [(T0 + t * S, noisy_vertex(rng, t, 100.0)) for t in range(0, 40, 10)],
         ("y", "s"): [(T0 + t * S, noisy_vertex(rng, t, 50.0)) for t in range(0, 30, 10)],
     }
-    window = spark.createDataFrame(
-        rows_frame([(j, 0, v, ts, s) for (j, v), w in standard.items() for ts, s in w]), ROW_DDL
-    )
+    table, names = rows_frame([(j, 0, v, ts, s) for (j, v), w in standard.items() for ts, s in w])
+    window = spark.createDataFrame(table, ROW_DDL)
     custom = spark.createDataFrame(custom_rows_frame(_custom_rows(windows)), CUSTOM_DDL)
-    got_standard, got_custom = collect_tick_aggregates(window, custom)
+    got_standard, got_custom = collect_tick_aggregates(window, custom, names)
     for (job, vid), w in standard.items():
         assert close(got_standard[job][vid], aggregate_window(w)), (job, vid)
     for (job, scope, name), points in windows.items():
         assert close(got_custom[job][scope][name], aggregate_custom_window(points)), (job, scope, name)
-    alone = collect_tick_aggregates(None, custom)[1]
+    alone = collect_tick_aggregates(None, custom, names)[1]
     assert all(
         close(alone[j][s][n], m)
         for j, sc in got_custom.items()
@@ -449,7 +449,9 @@ def test_spark_custom_aggregates_equal_the_oracle_on_random_windows(
     spark: Any, windows: dict[tuple[str, str, str], list[tuple[int, float]]]
 ) -> None:
     rows = _custom_rows(windows)
-    _, got = collect_tick_aggregates(None, spark.createDataFrame(custom_rows_frame(rows), CUSTOM_DDL))
+    _, got = collect_tick_aggregates(
+        None, spark.createDataFrame(custom_rows_frame(rows), CUSTOM_DDL), SeriesNames({})
+    )
     for (job, scope, name), points in windows.items():
         want = aggregate_custom_window(points)
         if want.points == 0:

@@ -22,7 +22,8 @@ from autoscaler.model import NAN, VertexSample
 def spark_aggregates(
     spark: Any, rows: list[tuple[str, int, str, int, VertexSample]]
 ) -> dict[str, dict[str, Any]]:
-    return collect_aggregates(spark.createDataFrame(rows_frame(rows), ROW_DDL))
+    table, names = rows_frame(rows)
+    return collect_aggregates(spark.createDataFrame(table, ROW_DDL), names)
 
 
 @pytest.mark.spark
