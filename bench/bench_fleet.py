@@ -58,6 +58,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -572,6 +573,10 @@ def details(r: Result, top: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- main
+def _stop(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000], help="jobs per run")
@@ -627,6 +632,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.serve_simulator:
         serve_simulator(args)
         return
+    # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so the simulator, the daemon and its JVM, each in
+    # a session of its own, are stopped on the way out instead of left running.
+    signal.signal(signal.SIGTERM, _stop)
 
     command = ".venv/bin/python bench/bench_fleet.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     print(
