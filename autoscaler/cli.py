@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from autoscaler import __version__
+from autoscaler.gc_tuning import tune_gc
 from autoscaler.logs import configure_logging
 from autoscaler.settings import ConfigError, Settings
 
@@ -141,6 +142,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         log.warning("option_unknown", detail=warning)
     if not settings.clusters:
         raise ConfigError("no clusters configured: add a 'clusters:' list to the config file")
+    tune_gc()  # a fleet's metric window is a million Python objects: see autoscaler/gc_tuning.py
     return asyncio.run(_run(settings, args.decisions_dir or settings.decisions_dir))
 
 

@@ -25,6 +25,7 @@ and the JVM's: on a machine shared with other work they tell what the tick costs
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import math
 import multiprocessing
@@ -42,6 +43,7 @@ from autoscaler.evaluate import SparkEvaluator, aggregate_window, create_spark_s
 from autoscaler.evaluate.series import VERTEX_BITS, SeriesNames, vertex_order
 from autoscaler.evaluate.spark import ROW_DDL, collect_aggregates, rows_frame
 from autoscaler.evaluate.window_book import WindowBook
+from autoscaler.gc_tuning import GC_THRESHOLDS, tune_gc
 from autoscaler.model import Edge, JobRef, JobSample, JobTarget, JobTopology, VertexInfo, VertexSample
 from autoscaler.settings import AutoscalerOptions, SparkSettings
 
@@ -350,8 +352,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="KEY=VALUE",
         help="a Spark setting, as spark.conf in the daemon's config (e.g. spark.driver.memory=4g)",
     )
+    ap.add_argument(
+        "--default-gc",
+        dest="tune_gc",
+        action="store_false",
+        help="keep CPython's collector thresholds instead of the daemon's (autoscaler/gc_tuning.py)",
+    )
     args = ap.parse_args(argv)
     conf = dict(item.split("=", 1) for item in args.conf)
+    replaced = tune_gc() if args.tune_gc else None  # as the daemon runs (flink-autoscaler run)
 
     t = time.perf_counter()
     spark = create_spark_session(SparkSettings(master=args.master, app_name="bench-evaluator", conf=conf))
@@ -359,8 +368,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     warmer = SparkEvaluator(spark)
     warm_s = timed(lambda: [warmer.warm_up() for _ in range(args.warm_up)])
     parts = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or "4"))
+    gc_text = f"the daemon's {GC_THRESHOLDS}" if replaced else f"default {gc.get_threshold()}"
     print(
-        f"master {args.master} {conf}; session {session_s:.1f}s, {args.warm_up} warm-up ticks {warm_s:.1f}s"
+        f"master {args.master} {conf}; session {session_s:.1f}s, {args.warm_up} warm-up ticks {warm_s:.1f}s; "
+        f"gc thresholds {gc_text}"
     )
     local = re.fullmatch(r"local\[(\d+)\]", args.master)
     cores = int(local.group(1)) if local else os.cpu_count() or 1  # the JVM's cores (remote: a guess)
