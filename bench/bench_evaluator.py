@@ -40,8 +40,9 @@ from datetime import timedelta
 from typing import Any
 
 from autoscaler.evaluate import SparkEvaluator, aggregate_window, create_spark_session, evaluate_vertices
-from autoscaler.evaluate.series import VERTEX_BITS, SeriesNames, vertex_order
+from autoscaler.evaluate.series import SeriesNames, vertex_order
 from autoscaler.evaluate.spark import ROW_DDL, collect_aggregates, rows_frame
+from autoscaler.evaluate.spark_frames import series_slot
 from autoscaler.evaluate.window_book import WindowBook
 from autoscaler.gc_tuning import GC_THRESHOLDS, tune_gc
 from autoscaler.model import Edge, JobRef, JobSample, JobTarget, JobTopology, VertexInfo, VertexSample
@@ -197,7 +198,7 @@ def per_job_queries(evaluator: SparkEvaluator, job_keys: Sequence[str]) -> float
         if job is None:
             continue
         names = SeriesNames({job.epoch: (key, vertex_order(job.vertex_ids))})
-        collect_aggregates(window.where(F.shiftright(F.col("series"), VERTEX_BITS) == job.epoch), names)
+        collect_aggregates(window.where(series_slot(F.col("series")) == job.epoch), names)
     return (time.perf_counter() - start) / len(job_keys)
 
 

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_VERTICES",
-    "ROW_COLUMNS",
     "ROW_DDL",
     "SAMPLE_COLUMNS",
     "VERTEX_BITS",
@@ -58,7 +57,6 @@ SAMPLE_COLUMNS: dict[str, str] = {
     "observed_tpr": "observed_tpr",
     "accumulated_busy_time_agg_ms": "acc_busy_agg",
 }
-ROW_COLUMNS = ("series", "ts_ms", *SAMPLE_COLUMNS.values())
 ROW_DDL = "series bigint, ts_ms bigint, " + ", ".join(f"{c} double" for c in SAMPLE_COLUMNS.values())
 
 _SAMPLE_VALUES = attrgetter(*SAMPLE_COLUMNS)
@@ -113,6 +111,8 @@ class VertexOrders:
 
     def __init__(self) -> None:
         self._orders: dict[int, tuple[VertexId, ...]] = {}
+        # The last names given out: the same window (its epochs unchanged) gets them again, not rebuilt.
+        self._last: tuple[dict[int, tuple[str, tuple[VertexId, ...]]], SeriesNames] | None = None
 
     def of(self, epoch: int, vertex_ids: Iterable[VertexId]) -> tuple[VertexId, ...]:
         order = self._orders.get(epoch)
@@ -129,10 +129,15 @@ class VertexOrders:
             if window is not None:
                 slots[epoch] = (key, self.of(epoch, window.vertex_ids))
         self._orders = {epoch: order for epoch, (_, order) in slots.items()}
-        return SeriesNames(slots)
+        if self._last is not None and self._last[0] == slots:
+            return self._last[1]
+        names = SeriesNames(slots)
+        self._last = (slots, names)
+        return names
 
     def clear(self) -> None:
         self._orders.clear()
+        self._last = None
 
 
 def window_rows(entries: Iterable[tuple[int, JobSample, Sequence[VertexId]]]) -> pa.Table:

@@ -36,12 +36,11 @@ import structlog
 
 from autoscaler.evaluate.custom import ConfiguredEvaluator
 from autoscaler.evaluate.fleet import FleetEvaluator
-from autoscaler.evaluate.series import VERTEX_BITS, SeriesNames, VertexOrders
+from autoscaler.evaluate.series import SeriesNames, VertexOrders
 from autoscaler.evaluate.spark_frames import (
     CUSTOM_COLUMNS,
     CUSTOM_DDL,
     KEEP_DDL,
-    ROW_COLUMNS,
     ROW_DDL,
     CustomAggregates,
     aggregate_frame,
@@ -54,6 +53,7 @@ from autoscaler.evaluate.spark_frames import (
     keep_frame,
     release_frame,
     rows_frame,
+    series_slot,
     to_spark,
     window_rows,
 )
@@ -79,7 +79,6 @@ log = structlog.get_logger(__name__)
 __all__ = [
     "CUSTOM_COLUMNS",
     "CUSTOM_DDL",
-    "ROW_COLUMNS",
     "ROW_DDL",
     "CustomAggregates",
     "SeriesNames",
@@ -413,7 +412,7 @@ class SparkEvaluator:
             return None
         kept = to_spark(self._spark, keep, KEEP_DDL).alias("k")
         if ddl == ROW_DDL:  # a series' slot is its window's epoch, which no other job's window has
-            same = F.shiftright(F.col("w.series"), VERTEX_BITS) == F.col("k.epoch")
+            same = series_slot(F.col("w.series")) == F.col("k.epoch")
         else:
             same = (F.col("w.job_key") == F.col("k.job_key")) & (F.col("w.epoch") == F.col("k.epoch"))
         condition = same & (F.col("w.ts_ms") >= F.col("k.start_ms"))

@@ -29,17 +29,16 @@ import pyarrow.compute as pc
 
 from autoscaler.evaluate.aggregates import AverageParts, CustomAggregate, VertexAggregates, get_average
 from autoscaler.evaluate.fleet_columns import AGGREGATE_FIELDS, aggregates_by_job
-from autoscaler.evaluate.series import ROW_COLUMNS, ROW_DDL, SeriesNames, rows_frame, window_rows
+from autoscaler.evaluate.series import ROW_DDL, VERTEX_BITS, SeriesNames, rows_frame, window_rows
 from autoscaler.model import JobSample, VertexId
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
     "CUSTOM_COLUMNS",
     "CUSTOM_DDL",
     "KEEP_DDL",
-    "ROW_COLUMNS",
     "ROW_DDL",
     "CustomAggregates",
     "SeriesNames",
@@ -53,6 +52,7 @@ __all__ = [
     "keep_frame",
     "release_frame",
     "rows_frame",
+    "series_slot",
     "to_spark",
     "window_rows",
 ]
@@ -89,6 +89,13 @@ def keep_frame(keep: Mapping[str, tuple[int, int]]) -> pa.Table:
             "start_ms": pa.array([start for _, start in keep.values()], type=pa.int64()),
         }
     )
+
+
+def series_slot(series: Column) -> Column:
+    """A window row's slot, its job window's epoch, from its ``series`` (``autoscaler.evaluate.series``)."""
+    from pyspark.sql import functions as F
+
+    return F.shiftright(series, VERTEX_BITS)
 
 
 def job_custom_rows(job_key: str, epoch: int, sample: JobSample) -> Iterable[CustomRow]:

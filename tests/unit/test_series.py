@@ -98,6 +98,21 @@ def test_names_follow_the_book_and_forget_epochs_that_left() -> None:
     assert orders.of(status.epoch, ["other"]) == ("other",)  # forgotten, sorted afresh
 
 
+def test_the_same_window_gets_the_same_names_until_an_epoch_changes_or_the_orders_are_cleared() -> None:
+    book, orders = WindowBook(), VertexOrders()
+    first = book.observe_sample(_sample("a", 10_000, ["v1", "v2"]), 10_000)
+    keep = {"c/a": (first.epoch, 0)}
+    names = orders.names(keep, book)
+    assert orders.names(dict(keep), book) is names  # not rebuilt tick after tick
+    renamed = book.observe_sample(_sample("a", 20_000, ["v1", "v3"]), 20_000)  # a new graph: a new epoch
+    assert renamed.epoch != first.epoch
+    again = orders.names({"c/a": (renamed.epoch, 0)}, book)
+    table = pa.table({"series": pa.array([(renamed.epoch << VERTEX_BITS) | 1], pa.int64())})
+    assert again is not names and again.name(table)["vertex_id"].to_pylist() == ["v3"]
+    orders.clear()  # a rolled-back tick: the epochs may be handed out again
+    assert orders.names({"c/a": (renamed.epoch, 0)}, book) is not again
+
+
 def test_a_graph_beyond_the_series_width_is_refused() -> None:
     assert vertex_order(["b", "a"]) == ("a", "b")
     with pytest.raises(ValueError, match="at most"):
