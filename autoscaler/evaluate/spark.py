@@ -42,6 +42,7 @@ from autoscaler.evaluate.spark_frames import (
     CUSTOM_DDL,
     KEEP_DDL,
     ROW_DDL,
+    SINGLE_TASK_ROWS,
     CustomAggregates,
     aggregate_frame,
     collect_aggregates,
@@ -299,8 +300,9 @@ class SparkEvaluator:
         self._window, self._custom = window, custom
         release_frame(previous)
         release_frame(previous_custom)
+        small = self.window_size() + rows.num_rows <= SINGLE_TASK_ROWS  # before the slide: at most
         standard, custom_aggregates = collect_tick_columns(
-            self._window, self._custom, self._orders.names(keep, self._book)
+            self._window, self._custom, self._orders.names(keep, self._book), single_task=small
         )
         counts = rows_per_job(standard)
         self._rows_by_job = {key: rows for key, (rows, _) in counts.items()}

@@ -20,6 +20,7 @@ names costs no schema change. Their aggregation is unioned into the standard one
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,15 @@ __all__ = [
 CUSTOM_COLUMNS = ("job_key", "epoch", "scope", "name", "ts_ms", "value")
 CUSTOM_DDL = "job_key string, epoch bigint, scope string, name string, ts_ms bigint, value double"
 KEEP_DDL = "job_key string, epoch bigint, start_ms bigint"
+SINGLE_TASK_ROWS = 500_000
+"""Windows of at most this many rows are aggregated in one task, without a shuffle (:func:`aggregate_frame`).
+
+Below it, what a shuffle's two stages cost (tasks, shuffle files, a second scheduling round) is more
+than the aggregation's own work: at 1,000 jobs x 10 vertices (130,000 rows) one task took the tick from
+1.11 to 0.81 s and the JVM's CPU from 1.45 to 0.91 s (ticks alternating in one process, 2 cores). At
+10,000 jobs (1.3 million rows) one task was no slower on 2 cores (3.43 s against 3.51) but uses one core
+where the shuffle uses all of them, so a bigger window keeps the shuffle, which more cores or a cluster
+share out (``docs/performance.md``, "Evaluator")."""
 
 
 # ---------------------------------------------------------------------------------------------- frames
@@ -210,8 +220,13 @@ def custom_aggregate_frame(custom: DataFrame) -> DataFrame:
     return custom.groupBy("job_key", "scope", "name").agg(*_parsed(custom, CUSTOM_AGGREGATES))
 
 
-def aggregate_frame(window: DataFrame) -> DataFrame:
-    """ONE ROW PER vertex ``series``: every window aggregate the formulas need (:data:`AGGREGATES`)."""
+def aggregate_frame(window: DataFrame, *, single_task: bool = False) -> DataFrame:
+    """ONE ROW PER vertex ``series``: every window aggregate the formulas need (:data:`AGGREGATES`).
+
+    ``single_task`` aggregates in one task with no shuffle (:data:`SINGLE_TASK_ROWS`): a shuffle's
+    stages cost a small window more than the aggregation itself."""
+    if single_task:
+        window = window.coalesce(1)  # one partition: the grouping needs no exchange
     parts = window.groupBy("series").agg(*_parsed(window, PART_AGGREGATES))
     return parts.selectExpr(*AGGREGATES)
 
@@ -255,7 +270,7 @@ _STANDARD_SCHEMA = pa.schema(
 
 
 def collect_tick_columns(
-    window: DataFrame | None, custom: DataFrame | None, names: SeriesNames
+    window: DataFrame | None, custom: DataFrame | None, names: SeriesNames, *, single_task: bool = False
 ) -> tuple[pa.Table, CustomAggregates]:
     """Both aggregations of a tick in ONE Spark query (the custom rows are unioned into the standard
     ones), collected through Arrow: the standard rows as a table (``job_key``, ``vertex_id`` from
@@ -263,7 +278,8 @@ def collect_tick_columns(
 
     The two kinds of rows are told apart by ``name``, which only custom rows have.
     """
-    candidates = (_maybe(window, aggregate_frame), _maybe(custom, custom_aggregate_frame))
+    standard = functools.partial(aggregate_frame, single_task=single_task)
+    candidates = (_maybe(window, standard), _maybe(custom, custom_aggregate_frame))
     frames = [f for f in candidates if f is not None]
     if not frames:
         return names.name(_STANDARD_SCHEMA.empty_table()), {}

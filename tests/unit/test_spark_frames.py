@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from test_spark_evaluator import INF, T0, S, close, noisy_vertex
 
 from autoscaler.evaluate import aggregate_window
-from autoscaler.evaluate.spark_frames import ROW_DDL, collect_aggregates, rows_frame
+from autoscaler.evaluate.fleet_columns import aggregates_by_job
+from autoscaler.evaluate.spark_frames import ROW_DDL, aggregate_frame, collect_aggregates, rows_frame
 from autoscaler.model import NAN, VertexSample
 
 
@@ -46,6 +47,26 @@ def test_spark_aggregates_equal_the_oracle(spark: Any) -> None:
     rows = [(job, 0, vid, ts, s) for (job, vid), w in windows.items() for ts, s in w]
     got = spark_aggregates(spark, rows)
     assert {(j, v) for j, per in got.items() for v in per} == set(windows)
+    for (job, vid), window in windows.items():
+        assert close(got[job][vid], aggregate_window(window)), (job, vid)
+
+
+@pytest.mark.spark
+def test_one_task_aggregates_as_the_shuffled_query_without_an_exchange(spark: Any) -> None:
+    """``single_task`` (small windows) gives the oracle's aggregates from a frame of several partitions,
+    with no shuffle in the plan."""
+    rng = random.Random(3)
+    windows = {
+        (job, vid): [(T0 + t * S, noisy_vertex(rng, float(t), 100.0)) for t in range(0, 60, 10)]
+        for job in ("x", "y", "z")
+        for vid in ("s", "w")
+    }
+    table, names = rows_frame((job, 0, vid, ts, s) for (job, vid), w in windows.items() for ts, s in w)
+    frame = spark.createDataFrame(table, ROW_DDL).repartition(3)
+    one_task = aggregate_frame(frame, single_task=True)
+    plan = one_task._jdf.queryExecution().executedPlan().toString()
+    assert "Exchange RoundRobin" in plan and "Exchange hashpartitioning" not in plan  # only the input's
+    got = aggregates_by_job(names.name(one_task.toArrow()))
     for (job, vid), window in windows.items():
         assert close(got[job][vid], aggregate_window(window)), (job, vid)
 
