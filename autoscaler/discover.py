@@ -41,6 +41,10 @@ log = structlog.get_logger(__name__)
 
 STREAMING = "STREAMING"
 RUNNING = "RUNNING"
+# States a job passes through and comes back from with the same JobID (a rescale, a failover, a
+# JobManager failover): the job is still there, only not measurable this tick. Its state, stored window
+# and series stay; treating it as gone deleted the window at every rescale a tick happened to see.
+TRANSIENT = frozenset({"INITIALIZING", "CREATED", "RESTARTING", "FAILING", "RECONCILING", "SUSPENDED"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +53,8 @@ class Discovery:
 
     cluster: str
     targets: tuple[JobTarget, ...]  # jobs to autoscale this tick
-    not_running: tuple[JobRef, ...]  # RUNNING, but not every task is running or finished
+    # there but not measurable this tick: RUNNING with tasks not running yet, or restarting (TRANSIENT)
+    not_running: tuple[JobRef, ...]
     disabled: tuple[JobRef, ...]  # job.autoscaler.enabled is false for them
     invalid: tuple[tuple[JobRef, str], ...]  # (job, why): its options are invalid; job skipped
     # jobs whose configuration could not be read this tick (options unknown): skipped, not invalid
@@ -79,7 +84,11 @@ async def discover(
     )
     streaming = [j for j in jobs if j.state == RUNNING and _is_streaming(j)]
     ambiguous = _duplicate_names(streaming)
-    not_running: list[JobRef] = []
+    not_running: list[JobRef] = [
+        ref
+        for ref in _between_runs(jobs, cluster.name, taken={j.name for j in streaming})
+        if keep is None or keep(ref.key)
+    ]
     candidates: list[JobOverview] = []
     invalid: list[tuple[JobRef, str]] = []
     unreadable: list[Unavailable] = []
@@ -96,8 +105,8 @@ async def discover(
         else:
             not_running.append(ref)
     known: MutableMapping[str, Mapping[str, str]] = configs if configs is not None else {}
-    for jid in set(known) - {job.jid for job in candidates}:
-        del known[jid]
+    for jid in set(known) - {job.jid for job in candidates} - {ref.job_id for ref in not_running}:
+        del known[jid]  # a restarting job keeps its configuration: same JobID, same configuration
     confs = await asyncio.gather(*(_job_configuration(client, job, known) for job in candidates))
 
     targets: list[JobTarget] = []
@@ -147,6 +156,17 @@ async def discover(
 def _is_streaming(job: JobOverview) -> bool:
     """Flink before 1.20 does not report the job type; such jobs are taken as streaming."""
     return job.job_type is None or job.job_type.upper() == STREAMING
+
+
+def _between_runs(jobs: list[JobOverview], cluster: str, taken: set[str]) -> list[JobRef]:
+    """The streaming jobs in a transient state (restarting, say): present, not autoscaled this tick.
+
+    A name a RUNNING job has is that job's key; transient jobs sharing a name are left out, as before
+    (no key could say whose window it is).
+    """
+    between = [j for j in jobs if j.state in TRANSIENT and _is_streaming(j) and j.name not in taken]
+    shared = _duplicate_names(between)
+    return [JobRef(cluster=cluster, job_id=j.jid, name=j.name) for j in between if j.name not in shared]
 
 
 def _duplicate_names(jobs: list[JobOverview]) -> dict[str, int]:

@@ -82,6 +82,9 @@ class TickStore:
         out: dict[str, list[JobSample]] = {}
         for sample in samples:
             vertices = set(sample.topology.vertices)
+            stored = group_window(
+                self.state.load_window(sample.job.key), self.state.load_custom_window(sample.job.key)
+            )
             past = [
                 JobSample(
                     sample.target,
@@ -92,13 +95,21 @@ class TickStore:
                     custom_vertex_metrics=t.custom_vertex_metrics,
                     custom_job_metrics=t.custom_job_metrics,
                 )
-                for t in group_window(
-                    self.state.load_window(sample.job.key), self.state.load_custom_window(sample.job.key)
-                )
+                for t in stored
                 if t.ts_ms < sample.ts_ms and set(t.vertices) == vertices
             ]
             if past:
                 out[sample.job.key] = past
+            elif stored:  # the operator asks why a restart lost the window: say which rule dropped it
+                log.info(
+                    "window_not_restored",
+                    job=sample.job.key,
+                    stored_ticks=len(stored),
+                    not_older=sum(t.ts_ms >= sample.ts_ms for t in stored),
+                    other_vertices=sum(set(t.vertices) != vertices for t in stored),
+                    sample_ts_ms=sample.ts_ms,
+                    newest_stored_ms=stored[-1].ts_ms,
+                )
         return out
 
     def forget(self, keys: Iterable[str]) -> None:

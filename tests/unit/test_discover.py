@@ -130,8 +130,32 @@ async def test_sorts_jobs_into_targets_disabled_invalid_and_not_running(
     assert "job.autoscaler.utilization.target" in message
     assert "job broken" in message
     assert found.disabled == (ref("c" * 32, "off"),)
-    assert found.not_running == (ref("d" * 32, "deploying"),)
+    # there, not measurable: a restarting job (same JobID after) and a half-deployed one; not finished
+    assert found.not_running == (ref("f" * 32, "restarting"), ref("d" * 32, "deploying"))
     assert not other.called  # batch, restarting, finished and not-yet-running jobs need no configuration
+
+
+async def test_a_restarting_job_keeps_its_configuration_and_a_running_namesake_its_key(
+    flink: respx.MockRouter, client: FlinkClient
+) -> None:
+    overview = flink.get("/jobs/overview").respond(json={"jobs": [overview_job(JID, "a")]})
+    conf = flink.get(f"/jobs/{JID}/jobmanager/config").respond(json=job_conf({}))
+    configs: dict[str, Any] = {}
+    await discover(client, CLUSTER, ENABLED, configs)
+    overview.respond(json={"jobs": [overview_job(JID, "a", state="RESTARTING")]})
+    found = await discover(client, CLUSTER, ENABLED, configs)
+    assert found.not_running == (ref(JID, "a"),) and set(configs) == {JID}
+    overview.respond(json={"jobs": [overview_job(JID, "a")]})
+    assert [t.job for t in (await discover(client, CLUSTER, ENABLED, configs)).targets] == [ref(JID, "a")]
+    assert conf.call_count == 1  # not read again after the restart
+
+    # A redeploy: the old run fails over while the new one (another JobID, the same name) runs.
+    new = "e" * 32
+    flink.get(f"/jobs/{new}/jobmanager/config").respond(json=job_conf({}))
+    overview.respond(json={"jobs": [overview_job(JID, "a", state="FAILING"), overview_job(new, "a")]})
+    found = await discover(client, CLUSTER, ENABLED, configs)
+    assert [t.job for t in found.targets] == [ref(new, "a")] and found.not_running == ()
+    assert found.invalid == ()
 
 
 async def test_cluster_options_apply_under_the_job_configuration(
@@ -238,6 +262,24 @@ async def test_failing_overview_raises(flink: respx.MockRouter, client: FlinkCli
 
 
 # ------------------------------------------------------------------------------ in a daemon tick
+async def test_a_tick_that_sees_a_job_restarting_keeps_its_stored_window_series_and_state():
+    """A CI failure (2026-11-27): a daemon restarted after a rescale restored no stored window. The
+    tick before the kill had seen the job RESTARTING (the rescale itself), taken it as gone, and
+    deleted its stored window rows, its evaluator window and its series. Restarting is not leaving."""
+    w = World(StubEvaluator({"Work": 3}))
+    await w.tick()  # Work 1 -> 3: the PUT; the simulator restarts the job (2 s)
+    stored = w.state.load_window("a/job-a")
+    assert stored and w.transports["a"].requests
+    w.clock.advance(0.5)
+    await w.daemon.run_tick()  # the job is RESTARTING in /jobs/overview
+    assert w.state.load_window("a/job-a") == stored  # nothing trimmed, nothing added
+    assert "a/job-a" not in w.evaluator.forgotten
+    assert w.metrics.known_jobs() >= {"a/job-a", "b/job-b"}
+    await w.tick()  # running again at the new parallelism
+    assert len({r.ts_ms for r in w.state.load_window("a/job-a")}) == len({r.ts_ms for r in stored}) + 1
+    assert "a/job-a" not in w.evaluator.forgotten
+
+
 async def test_a_500_on_a_jobs_configuration_is_the_job_unread_this_tick_not_invalid_options():
     """Fault probe (issue 12): a 500 on ``/jobs/:id/jobmanager/config`` was reported as an AutoScaler
     Options Validation event. It is the job not read this tick: a ClusterError outcome and counter, the

@@ -5,6 +5,8 @@ is replayed once per job and process.
 
 from __future__ import annotations
 
+from structlog.testing import capture_logs
+
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobRef
 from autoscaler.reasons import Reason
@@ -68,6 +70,21 @@ async def test_a_stored_window_is_replayed_once_per_job_until_forgotten():
     assert (await restarted.load([sample(A, 4_000)])).restored == {}
     restarted.forget([A.key])  # e.g. the lease was lost and taken back
     assert A.key in (await restarted.load([sample(A, 5_000)])).restored
+
+
+async def test_a_stored_window_that_cannot_be_restored_says_why():
+    """An operator whose restarted daemon started its windows afresh can read which rule dropped the
+    stored ticks: none older than the job's sample, or another vertex set (the job graph changed)."""
+    store = MemoryStateStore()
+    await TickStore(store, MetricsReporter(), persist_window=True).flush(
+        [sample(A, 1_000)], Loaded(), {}, 1_000
+    )
+    other_graph = make_sample(make_topology({"src": 1, "map": 2, "sink": 1}), job=A, ts_ms=2_000)
+    with capture_logs() as logs:
+        loaded = await TickStore(store, MetricsReporter(), persist_window=True).load([other_graph])
+    assert loaded.restored == {}
+    [why] = [e for e in logs if e["event"] == "window_not_restored"]
+    assert (why["job"], why["stored_ticks"], why["not_older"], why["other_vertices"]) == (A.key, 1, 0, 1)
 
 
 async def test_a_failed_write_is_counted_and_never_raises():
