@@ -300,7 +300,9 @@ class SparkEvaluator:
         self._window, self._custom = window, custom
         release_frame(previous)
         release_frame(previous_custom)
-        small = self.window_size() + rows.num_rows <= SINGLE_TASK_ROWS  # before the slide: at most
+        # The window's size before this tick's slide plus its new rows: an upper bound on what the
+        # aggregation reads (the slide only drops rows), so a window near the limit keeps its shuffle.
+        small = self.window_size() + rows.num_rows <= SINGLE_TASK_ROWS
         standard, custom_aggregates = collect_tick_columns(
             self._window, self._custom, self._orders.names(keep, self._book), single_task=small
         )
