@@ -210,6 +210,9 @@ class JobSample:
     # daemon can tell, so the window, which holds it already, adds no point and no rate span is
     # stretched by a tick without records (autoscaler/collect/freshness.py).
     stale_ticks: int = 0
+    # How far the fetch stamps moved at this sample (ms): the job run's earlier samples were stamped this
+    # much off against it (autoscaler/collect/freshness.py); moves that add up restart the window.
+    restamped_ms: int = 0
     # Values that cannot be (negative counts, rates, times or lags), read as NaN instead; in words, for
     # the warning and the counter (autoscaler/collect/sanity.py).
     invalid_values: tuple[str, ...] = ()

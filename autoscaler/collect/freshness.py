@@ -98,6 +98,9 @@ class Freshness:
     ts_ms: int  # the sample's time: its fetch's as the time counters tell (see the module doc)
     stale_ticks: int = 0  # 0: a new reading; n: the n-th tick in a row that read it again
     expired: str | None = None  # why the reading is too old to use (the job is StaleMetrics this tick)
+    # How far the stamps moved at this reading (ms): the earlier ones of the run were this much off,
+    # relative to this one. The window restarts when such moves add up (evaluate/window.py).
+    moved_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,9 +140,9 @@ class FetchBook:
         if last is not None and last.running_since_ms != details.running_since_ms:
             last = None  # a new job run: its task clocks started again
         if last is None or last.reading != reading:
-            ts_ms, anchor = _stamp(last, task_clock_ms(details), now_ms, timing)
+            ts_ms, anchor, moved_ms = _stamp(last, task_clock_ms(details), now_ms, timing)
             self._last[job_key] = _Last(reading, details.running_since_ms, now_ms, ts_ms, anchor)
-            return Freshness(ts_ms)
+            return Freshness(ts_ms, moved_ms=moved_ms)
         if now_ms <= last.first_read_ms:  # read again within the same tick's time: nothing to count
             return Freshness(last.ts_ms)
         if last.idle:
@@ -194,22 +197,28 @@ def task_clock_ms(details: JobDetails) -> float | None:
 
 def _stamp(
     last: _Last | None, clock_ms: float | None, now_ms: int, timing: FetchTiming
-) -> tuple[int, _Anchor | None]:
-    """A new reading's time and the anchor to keep: the anchor's tick plus how far the clock moved.
+) -> tuple[int, _Anchor | None, int]:
+    """A new reading's time, the anchor to keep, and how far the stamps moved (ms; 0 if they did not).
 
-    The tick's own time (and a new anchor there) when there is no clock or no anchor yet, when the stamp
-    would come after the tick (the anchor's fetch was older than this one's: move it here), and when the
-    clock disagrees with the ticks: not after the last reading's stamp, or older than a fetch may be.
+    The stamp is the anchor's tick plus how far the clock moved. The tick's own time (and a new anchor
+    there) when there is no clock or no anchor yet, when the stamp would come after the tick (the
+    anchor's fetch was older than this one's: move it here), and when the clock disagrees with the
+    ticks: not after the last reading's stamp, or older than a fetch may be. A move (the first case)
+    says the stamps since the anchor were that much late against the new ones: on the lab cluster, the
+    first reading of a run, an older fetch stamped with its tick, was 1 s late, and a 30 s window
+    spanning it read the source's rate 3 % high until that reading left the window.
     """
     if clock_ms is None:
-        return now_ms, None
+        return now_ms, None, 0
     here = _Anchor(now_ms, clock_ms)
     if last is None or last.anchor is None:
-        return now_ms, here
+        return now_ms, here, 0
     ts_ms = last.anchor.tick_ms + round(clock_ms - last.anchor.clock_ms)
-    if ts_ms >= now_ms or ts_ms <= last.ts_ms or now_ms - ts_ms > timing.stale_limit_ms:
-        return now_ms, here
-    return ts_ms, last.anchor
+    if ts_ms >= now_ms:  # every stamp since the anchor was (at least) this much late
+        return now_ms, here, ts_ms - now_ms
+    if ts_ms <= last.ts_ms or now_ms - ts_ms > timing.stale_limit_ms:
+        return now_ms, here, 0  # a clock that disagrees says nothing of the stamps: the tick's, as without
+    return ts_ms, last.anchor, 0
 
 
 def _has_clock(details: JobDetails) -> bool:

@@ -298,6 +298,7 @@ def _sample(
         num_source_partitions=partitions,
         custom_vertex_metrics=reading.custom,
         stale_ticks=fresh.stale_ticks if fresh is not None else 0,
+        restamped_ms=fresh.moved_ms if fresh is not None else 0,
         invalid_values=invalid,
     )
 

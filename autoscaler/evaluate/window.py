@@ -20,6 +20,10 @@ into a records rate over the whole window, made Work's capacity 1,482 rec/s inst
 job went 1 -> 2 instead of 1 -> 3 (the fault matrix, issue 12). So a window is full only when every
 evaluated metric known at its newest sample was known within its first half too
 (:data:`KNOWN_REACH`): a hole in the middle leaves the rates spanning the points around it, as before.
+
+Some 430 lines in one module because every rule here (restart, stabilization, counter resets, moved
+stamps, load changes, known metrics, the slide) reads and writes the one :class:`JobWindow` value in
+one pass per sample; apart, each would reach into the others' fields.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ __all__ = [
     "BOUNDARY_REACH",
     "KNOWN_REACH",
     "MAX_LEVEL_RESETS",
+    "RESTAMP_REACH",
     "JobWindow",
     "WindowStatus",
     "observe",
@@ -46,6 +51,7 @@ __all__ = [
 ]
 
 KNOWN_REACH = 0.5  # a metric known now must be known within this share of the window from its start
+RESTAMP_REACH = 0.01  # fetch stamps may move this share of the window before it restarts (observe)
 MAX_LEVEL_RESETS = 2  # load changes that may restart a window in a row before it has filled once
 BOUNDARY_REACH = 0.5  # the newest sample before the window's start counts if within this many windows
 
@@ -68,6 +74,10 @@ class JobWindow:
     level_resets: int = 0  # load changes that restarted the window since it was last full
     level_told: bool = False  # the first decision on the new load has been offered (WindowStatus)
     last_counters: tuple[float, ...] = ()  # the newest sample's cumulative counters (counters_fell)
+    # How far the fetch stamps moved while samples in the window were stamped (RESTAMP_REACH), and the
+    # sample of the newest move: once the window starts after it, all its samples share one stamping.
+    restamped_ms: int = 0
+    restamped_at_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +94,7 @@ class WindowStatus:
     load_change_ms: int | None = None  # this sample showed a load change that began then
     load_changing: bool = False  # only the newest interval moved past the threshold: wait one more
     counters_fell: bool = False  # a cumulative counter fell since the last sample: the window restarted
+    restamped: bool = False  # the fetch stamps moved too far since the window started: it restarted
     # Until the first tick that may decide on a new load (after a load change): its first sample, since
     # which the load is known to have been at its level (a scale-down delay may count from it; decide.py).
     level_since_ms: int | None = None
@@ -210,6 +221,7 @@ def _status(
     load_change_ms: int | None = None,
     load_changing: bool = False,
     counters_fell: bool = False,
+    restamped: bool = False,
 ) -> WindowStatus:
     first = window.first_stable_ts_ms
     return WindowStatus(
@@ -223,6 +235,7 @@ def _status(
         load_change_ms=load_change_ms,
         load_changing=load_changing,
         counters_fell=counters_fell,
+        restamped=restamped,
         level_since_ms=None if window.level_told else window.level_since_ms,
         metrics_returned=_metrics_returned(window),
     )
@@ -273,6 +286,7 @@ def observe(
     load_change_threshold: float = 0.0,
     counters: tuple[float, ...] = (),
     known: int = 0,
+    restamped_ms: int = 0,
 ) -> tuple[JobWindow, WindowStatus]:
     """Fold one sample into a job's window; ``new_epoch`` is used if the window (re)starts.
 
@@ -282,33 +296,40 @@ def observe(
     same job run (a reset without a restart, or a fault) starts the window over at this sample, so no
     rate spans it. ``known`` has a bit set for each evaluated metric the sample knows
     (:func:`~autoscaler.collect.sanity.known_metrics`): one known now but not early in the window keeps
-    it from counting as full (module doc).
+    it from counting as full (module doc). ``restamped_ms`` is how far the sample's fetch stamps moved
+    against the job's earlier ones (``collect/freshness.py``): once the moves since the window started
+    exceed :data:`RESTAMP_REACH` of the window, a rate from its first sample to this one would be off by
+    more than that share, so the window starts over at this sample, as after a counter reset.
     """
     restarted = previous is not None and (
         running_since_ms > previous.running_since_ms or vertex_ids != previous.vertex_ids
     )
-    fell = (
-        previous is not None
-        and not restarted
-        and ts_ms > previous.last_ts_ms
-        and counters_fell(previous.last_counters, counters)
-    )
-    if previous is None or restarted or fell:
+    later = previous is not None and not restarted and ts_ms > previous.last_ts_ms
+    fell = later and previous is not None and counters_fell(previous.last_counters, counters)
+    moved = _moved(previous, restamped_ms) if later and previous is not None else None
+    restamped = not fell and moved is not None and moved > RESTAMP_REACH * metrics_window_ms
+    stable_since_ms = running_since_ms + stabilization_ms
+    if previous is None or restarted or fell or restamped:
         window = JobWindow(
             epoch=new_epoch,
             running_since_ms=running_since_ms,
             vertex_ids=vertex_ids,
-            # After a counter reset the job did not restart: this sample is the first of the new window.
-            stable_since_ms=ts_ms if fell else running_since_ms + stabilization_ms,
+            # After a counter reset or a move of the stamps the job did not restart: this sample is the
+            # first of the new window (a move keeps the stabilization interval).
+            stable_since_ms=ts_ms if fell else max(ts_ms, stable_since_ms) if restamped else stable_since_ms,
             metrics_window_ms=metrics_window_ms,
             first_stable_ts_ms=None,
             last_ts_ms=ts_ms - 1,
         )
     else:  # options may change between ticks; the newest ones apply
         window = previous
+        if moved is not None and moved != previous.restamped_ms:
+            window = replace(
+                window, restamped_ms=moved, restamped_at_ms=ts_ms if restamped_ms else window.restamped_at_ms
+            )
         stable_since_ms = previous.running_since_ms + stabilization_ms
         if (stable_since_ms, metrics_window_ms) != (previous.stable_since_ms, previous.metrics_window_ms):
-            window = replace(previous, stable_since_ms=stable_since_ms, metrics_window_ms=metrics_window_ms)
+            window = replace(window, stable_since_ms=stable_since_ms, metrics_window_ms=metrics_window_ms)
     if ts_ms <= window.last_ts_ms:  # duplicate or out of order: nothing new to add
         window = slide(window, now_ms)
         changing = _full(window, now_ms) and load_changing(_points(window), load_change_threshold)
@@ -329,13 +350,26 @@ def observe(
     status = _status(
         window,
         now_ms,
-        reset=restarted or fell,
+        reset=restarted or fell or restamped,
         kept=kept,
         load_change_ms=change_ms,
         load_changing=changing,
         counters_fell=fell,
+        restamped=restamped,
     )
     return _told(window, status), status
+
+
+def _moved(previous: JobWindow, restamped_ms: int) -> int:
+    """How far the stamps of the window's samples moved against a newer sample's (``observe``).
+
+    Moves before the window's first sample are behind every sample in it (all stamped alike since), and
+    a window with no samples has no rate to spoil: both count nothing.
+    """
+    if not previous.timestamps:
+        return 0
+    carried = previous.restamped_ms if previous.restamped_at_ms > previous.timestamps[0] else 0
+    return carried + restamped_ms
 
 
 def _advance(

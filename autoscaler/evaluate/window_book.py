@@ -15,7 +15,14 @@ import structlog
 
 from autoscaler.collect.sanity import known_metrics, sample_counters
 from autoscaler.evaluate.load_change import offered_records
-from autoscaler.evaluate.window import JobWindow, WindowStatus, observe, slide, window_start_ms
+from autoscaler.evaluate.window import (
+    RESTAMP_REACH,
+    JobWindow,
+    WindowStatus,
+    observe,
+    slide,
+    window_start_ms,
+)
 
 if TYPE_CHECKING:
     from autoscaler.model import JobSample
@@ -46,6 +53,7 @@ class WindowBook:
         load_change_threshold: float = 0.0,
         counters: tuple[float, ...] = (),
         known: int = 0,
+        restamped_ms: int = 0,
     ) -> WindowStatus:
         window, status = observe(
             self._windows.get(job_key),
@@ -60,6 +68,7 @@ class WindowBook:
             load_change_threshold=load_change_threshold,
             counters=counters,
             known=known,
+            restamped_ms=restamped_ms,
         )
         if window.epoch == self._next_epoch:
             self._next_epoch += 1
@@ -81,7 +90,18 @@ class WindowBook:
             load_change_threshold=options.load_change_threshold,
             counters=sample_counters(sample),
             known=known_metrics(sample),
+            restamped_ms=sample.restamped_ms,
         )
+        if status.restamped:
+            log.info(
+                "metric_window_restamped",
+                cluster=sample.job.cluster,
+                job=sample.job.name,
+                moved_ms=sample.restamped_ms,
+                detail=f"the metric fetches' time stamps moved by more than {RESTAMP_REACH:.0%} of the "
+                "window since its first sample (an early reading was older than the tick it was read in): "
+                "the window starts over here, so no rate spans two stampings",
+            )
         if status.counters_fell:
             log.warning(
                 "metric_counters_fell",

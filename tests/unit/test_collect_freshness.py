@@ -280,6 +280,25 @@ async def test_an_anchor_read_from_an_old_fetch_moves_to_the_first_tick_that_fet
     assert late == [run[0].now_ms]  # only the anchor's own stamp is off (by 3 s), none after it
 
 
+async def test_the_window_restarts_after_a_late_anchor_so_no_rate_spans_its_stamp(
+    flink: LazyFlink, client: FlinkClient, clock: FakeClock
+) -> None:
+    """The e2e suite's failure (2026-11-27): the first reading of a run was an older fetch, anchored
+    at its tick 1 s late; when the anchor moved, every window spanning that reading read the source's
+    rate 3 % high until it aged out. The move restarts the window: every rate is exact, a tick later."""
+    flink.handle(httpx.Request("GET", f"{BASE}/jobs/{JID}"))  # a fetch now ...
+    clock.advance(3)  # ... read as the first reading 3 s later
+    run = await poked_ticks(flink, client, clock, 12, FetchBook(), poke_s=2)
+    moves = [t.sample.restamped_ms for t in run]
+    assert moves[0] == 0 and sum(m > 0 for m in moves) == 1 and max(moves) == 3_000
+    rates = source_rates(run)
+    moved_at = next(i for i, m in enumerate(moves) if m)
+    assert rates[moved_at + 2 :] == pytest.approx([RATE] * (len(run) - moved_at - 2), rel=1e-9)
+    # Without the restart, the window spanning the late stamp read 3 s more records than its span holds.
+    unmoved = [replace(t, result=replace(t.sample, restamped_ms=0)) for t in run]
+    assert max(abs(r / RATE - 1) for r in source_rates(unmoved)[moved_at:] if not math.isnan(r)) > 0.05
+
+
 def test_a_clock_that_goes_back_or_is_missing_stamps_with_the_tick() -> None:
     book = FetchBook()
     assert book.judge("k", _details(100, busy=1_000.0), 10_000, TIMING).ts_ms == 10_000

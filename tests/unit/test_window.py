@@ -7,7 +7,14 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.evaluate.window import BOUNDARY_REACH, JobWindow, WindowStatus, slide, window_start_ms
+from autoscaler.evaluate.window import (
+    BOUNDARY_REACH,
+    RESTAMP_REACH,
+    JobWindow,
+    WindowStatus,
+    slide,
+    window_start_ms,
+)
 from autoscaler.evaluate.window_book import WindowBook
 from autoscaler.reasons import Reason
 
@@ -89,6 +96,30 @@ def test_restart_resets_the_window() -> None:
     assert (st.stabilizing, st.samples, st.full) == (True, 0, False)
     st = feed(book, restarted + 5 * M, running_since_ms=restarted)
     assert not st.reset and st.samples == 1 and st.start_ms == restarted + 5 * M
+
+
+def test_stamps_that_moved_by_more_than_the_reach_restart_the_window_at_the_sample() -> None:
+    """The moves of the fetch stamps (collect/freshness.py) add up while the window holds samples
+    stamped before them; past RESTAMP_REACH of the window (9 s of 15 min), the window starts over at
+    the sample that showed the last one, keeping the stabilization interval."""
+    book = WindowBook()
+    first = RUNNING + 5 * M
+    assert RESTAMP_REACH * 15 * M == 9 * S
+    feed(book, first)
+    st = feed(book, first + M, restamped_ms=5 * S)  # 5 s: within the reach
+    assert not st.reset and st.samples == 2
+    st = feed(book, first + 2 * M, restamped_ms=5 * S)  # 10 s since the window's first sample: past it
+    assert st.reset and st.restamped and (st.samples, st.stabilizing) == (1, False)
+    assert st.start_ms == first + 2 * M and not feed(book, first + 3 * M).reset
+    # Moves before the window's first sample are behind all of it: they no longer count.
+    for t in range(first + 4 * M, first + 30 * M, M):
+        st = feed(book, t, restamped_ms=5 * S if t == first + 4 * M else 0)
+    assert not st.reset and not feed(book, first + 31 * M, restamped_ms=5 * S).reset
+    # Samples not newer than the last one carry no move; during stabilization nothing counts.
+    restarted = RUNNING + 60 * M
+    feed(book, restarted + M, running_since_ms=restarted)
+    st = feed(book, restarted + 2 * M, running_since_ms=restarted, restamped_ms=M)
+    assert not st.reset and st.stabilizing
 
 
 def test_earlier_running_timestamp_does_not_reset() -> None:
