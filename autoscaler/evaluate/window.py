@@ -304,19 +304,20 @@ def observe(
     restarted = previous is not None and (
         running_since_ms > previous.running_since_ms or vertex_ids != previous.vertex_ids
     )
-    later = previous is not None and not restarted and ts_ms > previous.last_ts_ms
-    fell = later and previous is not None and counters_fell(previous.last_counters, counters)
-    moved = _moved(previous, restamped_ms) if later and previous is not None else None
+    fell, moved = False, None  # only a newer sample of the same run can show a reset or a move
+    if previous is not None and not restarted and ts_ms > previous.last_ts_ms:
+        fell = counters_fell(previous.last_counters, counters)
+        moved = _moved(previous, restamped_ms)
     restamped = not fell and moved is not None and moved > RESTAMP_REACH * metrics_window_ms
-    stable_since_ms = running_since_ms + stabilization_ms
     if previous is None or restarted or fell or restamped:
+        stabilized_ms = running_since_ms + stabilization_ms
         window = JobWindow(
             epoch=new_epoch,
             running_since_ms=running_since_ms,
             vertex_ids=vertex_ids,
             # After a counter reset or a move of the stamps the job did not restart: this sample is the
             # first of the new window (a move keeps the stabilization interval).
-            stable_since_ms=ts_ms if fell else max(ts_ms, stable_since_ms) if restamped else stable_since_ms,
+            stable_since_ms=ts_ms if fell else max(ts_ms, stabilized_ms) if restamped else stabilized_ms,
             metrics_window_ms=metrics_window_ms,
             first_stable_ts_ms=None,
             last_ts_ms=ts_ms - 1,
