@@ -5,9 +5,11 @@ reduces it to ONE ROW PER VERTEX (every getRate and getAverage done in the query
 graph propagation and the parallelism arithmetic for all jobs at once in numpy
 (:class:`autoscaler.evaluate.fleet.FleetEvaluator`, the oracle's graph walk for jobs with custom
 evaluators). Rows travel both ways as Arrow tables, never as Python objects per row. Each tick appends
-only the new samples to the window held in Spark, drops what left the window with a broadcast semi-join
-against a tiny ``(job_key, epoch, start_ms)`` frame, and cuts the lineage with ``localCheckpoint`` so a
-loop that runs for months never grows its plan.
+only the new samples to the window held in Spark, drops what left the window with a semi-join against a
+tiny ``(job_key, epoch, start_ms)`` frame (in one partition, for all but the largest windows), and cuts
+the lineage with ``localCheckpoint`` so a loop that runs for months never grows its plan. The tick
+aggregates that plan as it is; its checkpoint is taken in the background and waited for by the next
+tick (:mod:`autoscaler.evaluate.checkpointing`).
 
 Custom metrics (declared by plugins, :mod:`autoscaler.plugins.metrics`) live beside the window in a
 long frame ``(job_key, epoch, scope, name, ts_ms, value)``: one row per measured value, so any number of
@@ -34,13 +36,13 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import structlog
 
+from autoscaler.evaluate.checkpointing import BackgroundCheckpoint, WindowFrames
 from autoscaler.evaluate.custom import ConfiguredEvaluator
 from autoscaler.evaluate.fleet import FleetEvaluator
 from autoscaler.evaluate.series import SeriesNames, VertexOrders
 from autoscaler.evaluate.spark_frames import (
     CUSTOM_COLUMNS,
     CUSTOM_DDL,
-    KEEP_DDL,
     ROW_DDL,
     SINGLE_TASK_ROWS,
     CustomAggregates,
@@ -50,12 +52,11 @@ from autoscaler.evaluate.spark_frames import (
     collect_tick_columns,
     custom_aggregate_frame,
     custom_rows_frame,
+    extend_window,
     job_custom_rows,
     keep_frame,
     release_frame,
     rows_frame,
-    series_slot,
-    to_spark,
     window_rows,
 )
 from autoscaler.evaluate.spark_session import (
@@ -120,6 +121,12 @@ def start_evaluator(
         raise
 
 
+def _keeps(keep: Mapping[str, tuple[int, int]], job_key: str, epoch: int, ts_ms: int) -> bool:
+    """Whether the slide keeps a sample of ``epoch`` taken at ``ts_ms`` (``WindowBook.retain``'s frame)."""
+    kept = keep.get(job_key)
+    return kept is not None and kept[0] == epoch and ts_ms >= kept[1]
+
+
 # ---------------------------------------------------------------------------------------------- evaluator
 class SparkEvaluator:
     """Keeps every job's metric window in Spark and evaluates all jobs of a tick in one batch.
@@ -145,8 +152,7 @@ class SparkEvaluator:
         self._partitions = partitions or max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or "4"))
         self._book = WindowBook()
         self._fleet = FleetEvaluator()
-        self._window: DataFrame | None = None
-        self._custom: DataFrame | None = None  # custom-metric rows; None while there are none
+        self._frames = WindowFrames()
         self._rows_by_job: dict[str, int] = {}
         self._custom_rows_by_job: dict[str, int] = {}
         self._orders = VertexOrders()  # each epoch's vertices in series order, sorted once
@@ -159,12 +165,12 @@ class SparkEvaluator:
         )
         custom = custom_rows_frame([("warm-up", 0, "v", "m", 0, 1.0)])
         keep = keep_frame({"warm-up": (0, 0)})
-        frame = self._materialize(None, rows, keep)
-        custom_frame = self._materialize(None, custom, keep, CUSTOM_DDL)
+        frame = self._extend(None, rows, keep)
+        custom_frame = self._extend(None, custom, keep, CUSTOM_DDL)
         if frame is not None:
             collect_tick_columns(frame, custom_frame, names)
-        release_frame(frame)
-        release_frame(custom_frame)
+        for done in BackgroundCheckpoint((frame, custom_frame)).result():
+            release_frame(done)
 
     @property
     def session(self) -> SparkSession:
@@ -184,9 +190,16 @@ class SparkEvaluator:
             self._spark.range(1).count()
 
     def stop(self) -> None:
-        """Stop the session this evaluator runs on now (a reconnect replaces the one it started with)."""
+        """Stop the session this evaluator runs on now (a reconnect replaces the one it started with).
+
+        A background checkpoint under way is abandoned: stopping the session ends it."""
+        self._frames.abandon()
         with contextlib.suppress(Exception):  # a session that is gone has nothing left to stop
             self._spark.stop()
+
+    def settle(self) -> None:
+        """Wait for the last tick's background checkpoint of the window (each tick does this first)."""
+        self._frames.settle()
 
     def forget(self, job_keys: Iterable[str]) -> None:
         """Drop jobs (stopped or removed); their rows leave Spark at the next tick."""
@@ -261,50 +274,45 @@ class SparkEvaluator:
         evaluators: Mapping[str, Sequence[ConfiguredEvaluator]] | None,
         restored: Mapping[str, Sequence[JobSample]] | None,
     ) -> dict[str, JobEvaluation]:
+        self.settle()
         saved = self._book.copy()
         replayed = self._replay(restored or {})
         ticks = self._observe(samples, now_ms)
         keep = self._book.retain(now_ms, present=ticks)
-        kept = [(key, t) for key, t in ticks.items() if t.status.kept]
-        rows = window_rows(
-            [
-                *((epoch, s, self._orders.of(epoch, s.topology.vertices)) for epoch, s in replayed),
-                *(
-                    (t.status.epoch, t.sample, self._orders.of(t.status.epoch, t.sample.topology.vertices))
-                    for _, t in kept
-                ),
-            ]
-        )
+        # This tick's samples and the replayed ones that the slide keeps: known here, so their rows need
+        # no join in Spark (only the rows already there do).
+        fresh = [
+            (epoch, s)
+            for epoch, s in (
+                *replayed,
+                *((t.status.epoch, t.sample) for t in ticks.values() if t.status.kept),
+            )
+            if _keeps(keep, s.job.key, epoch, s.ts_ms)
+        ]
+        rows = window_rows([(epoch, s, self._orders.of(epoch, s.topology.vertices)) for epoch, s in fresh])
         custom_rows = custom_rows_frame(
-            [
-                *(row for epoch, s in replayed for row in job_custom_rows(s.job.key, epoch, s)),
-                *(row for key, t in kept for row in job_custom_rows(key, t.status.epoch, t.sample)),
-            ]
+            row for epoch, s in fresh for row in job_custom_rows(s.job.key, epoch, s)
         )
         keep_rows = keep_frame(keep)
-        previous, previous_custom = self._window, self._custom
+        previous, previous_custom = self._frames.window, self._frames.custom
+        # The window's size before this tick's slide plus its new rows: an upper bound on what the
+        # aggregation reads (the slide only drops rows), so a window near the limit keeps its shuffle.
+        small = self.window_size() + rows.num_rows <= SINGLE_TASK_ROWS
         window: DataFrame | None = None
         try:
-            window = self._materialize(previous, rows, keep_rows)
+            window = self._extend(previous, rows, keep_rows, single_task=small)
             custom = (
-                self._materialize(previous_custom, custom_rows, keep_rows, CUSTOM_DDL)
+                self._extend(previous_custom, custom_rows, keep_rows, CUSTOM_DDL, single_task=small)
                 if previous_custom is not None or custom_rows.num_rows > 0
                 else None
             )
         except BaseException:
             self._book = saved
             self._orders.clear()  # the saved book hands out this tick's epochs again
-            if window is not previous:
-                release_frame(window)
             raise
-        self._window, self._custom = window, custom
-        release_frame(previous)
-        release_frame(previous_custom)
-        # The window's size before this tick's slide plus its new rows: an upper bound on what the
-        # aggregation reads (the slide only drops rows), so a window near the limit keeps its shuffle.
-        small = self.window_size() + rows.num_rows <= SINGLE_TASK_ROWS
+        self._frames.advance(window, custom)
         standard, custom_aggregates = collect_tick_columns(
-            self._window, self._custom, self._orders.names(keep, self._book), single_task=small
+            window, custom, self._orders.names(keep, self._book), single_task=small
         )
         counts = rows_per_job(standard)
         self._rows_by_job = {key: rows for key, (rows, _) in counts.items()}
@@ -312,9 +320,9 @@ class SparkEvaluator:
             key: sum(m.points for per_scope in scopes.values() for m in per_scope.values())
             for key, scopes in custom_aggregates.items()
         }
-        if self._custom is not None and not self._custom_rows_by_job:
-            release_frame(self._custom)  # every custom row left the window: back to the no-cost path
-            self._custom = None
+        if custom is not None and not self._custom_rows_by_job:
+            self._frames.custom = None  # every custom row left the window: back to the no-cost path
+        self._frames.checkpoint()
         jobs = {
             key: prepare_job(
                 t,
@@ -369,9 +377,7 @@ class SparkEvaluator:
 
     def _drop_windows(self) -> None:
         """Forget every window, in Spark and in the bookkeeping: what is left of the frames is unusable."""
-        release_frame(self._window)
-        release_frame(self._custom)
-        self._window = self._custom = None
+        self._frames.drop()
         self._book = WindowBook()
         self._orders.clear()
         self._rows_by_job.clear()
@@ -400,25 +406,16 @@ class SparkEvaluator:
             ticks[sample.job.key] = TickJob(sample, status)
         return ticks
 
-    def _materialize(
-        self, previous: DataFrame | None, rows: pa.Table, keep: pa.Table, ddl: str = ROW_DDL
+    def _extend(
+        self,
+        previous: DataFrame | None,
+        rows: pa.Table,
+        keep: pa.Table,
+        ddl: str = ROW_DDL,
+        *,
+        single_task: bool = False,
     ) -> DataFrame | None:
-        """previous + new rows, semi-joined with ``keep`` on (job, epoch, ts >= start), checkpointed."""
-        from pyspark.sql import functions as F
-
-        if keep.num_rows == 0:
-            return None
-        frame = previous
-        if rows.num_rows > 0:
-            new = to_spark(self._spark, rows, ddl)
-            frame = new if frame is None else frame.unionByName(new)
-        if frame is None:
-            return None
-        kept = to_spark(self._spark, keep, KEEP_DDL).alias("k")
-        if ddl == ROW_DDL:  # a series' slot is its window's epoch, which no other job's window has
-            same = series_slot(F.col("w.series")) == F.col("k.epoch")
-        else:
-            same = (F.col("w.job_key") == F.col("k.job_key")) & (F.col("w.epoch") == F.col("k.epoch"))
-        condition = same & (F.col("w.ts_ms") >= F.col("k.start_ms"))
-        window = frame.alias("w").join(F.broadcast(kept), condition, "left_semi")
-        return window.coalesce(self._partitions).localCheckpoint(eager=True)
+        """:func:`~autoscaler.evaluate.spark_frames.extend_window` on this evaluator's session."""
+        return extend_window(
+            self._spark, previous, rows, keep, ddl, partitions=self._partitions, single_task=single_task
+        )

@@ -49,6 +49,7 @@ __all__ = [
     "collect_tick_columns",
     "custom_aggregate_frame",
     "custom_rows_frame",
+    "extend_window",
     "job_custom_rows",
     "keep_frame",
     "release_frame",
@@ -118,6 +119,48 @@ def to_spark(spark: SparkSession, frame: pa.Table, ddl: str) -> DataFrame:
     if frame.num_rows == 0:  # Arrow needs at least a schema; an empty list is the cheap way
         return spark.createDataFrame([], ddl)
     return spark.createDataFrame(frame, ddl)
+
+
+def extend_window(
+    spark: SparkSession,
+    previous: DataFrame | None,
+    rows: pa.Table,
+    keep: pa.Table,
+    ddl: str = ROW_DDL,
+    *,
+    partitions: int,
+    single_task: bool = False,
+) -> DataFrame | None:
+    """The previous rows semi-joined with ``keep`` on (job, epoch, ts >= start), plus the new ``rows``
+    (the ones ``keep`` keeps): the window as a plan, which the tick aggregates and then checkpoints.
+
+    ``single_task`` (a window of at most :data:`SINGLE_TASK_ROWS`) keeps the window in one partition and
+    joins it there: a hash join of two single-partition sides needs no exchange, where a broadcast join
+    first runs a job of its own to collect the keep frame, and the aggregation of one partition needs
+    none either, so the tick is one job of one task. The join is on the previous rows alone: Spark
+    pushes a semi-join below a union or a coalesce, which would take the one partition apart again.
+    Larger windows are broadcast-joined and spread over ``partitions``.
+    """
+    from pyspark.sql import functions as F
+
+    if keep.num_rows == 0:
+        return None
+    parts = []
+    if previous is not None:
+        kept = to_spark(spark, keep, KEEP_DDL)
+        if ddl == ROW_DDL:  # a series' slot is its window's epoch, which no other job's window has
+            same = series_slot(F.col("w.series")) == F.col("k.epoch")
+        else:
+            same = (F.col("w.job_key") == F.col("k.job_key")) & (F.col("w.epoch") == F.col("k.epoch"))
+        condition = same & (F.col("w.ts_ms") >= F.col("k.start_ms"))
+        side = kept.coalesce(1).hint("shuffle_hash") if single_task else F.broadcast(kept)
+        parts.append(previous.alias("w").join(side.alias("k"), condition, "left_semi"))
+    if rows.num_rows > 0:
+        parts.append(to_spark(spark, rows, ddl))
+    if not parts:
+        return None
+    frame = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    return frame.coalesce(1 if single_task else partitions)
 
 
 def _value(column: str) -> str:

@@ -72,8 +72,8 @@ def _cores(master: str) -> int:
 
 
 def session_conf(settings: SparkSettings) -> dict[str, str]:
-    """The session settings (spark.md §2): UI off, ~2x cores partitions, Arrow, UTC, the driver JVM's
-    collector (:data:`DRIVER_JAVA_OPTIONS`); the user's win."""
+    """The session settings (spark.md §2): UI off, ~2x cores partitions, Arrow, UTC, adaptive execution
+    off, the driver JVM's collector (:data:`DRIVER_JAVA_OPTIONS`); the user's win."""
     partitions = str(2 * _cores(settings.master))
     connect = is_connect(settings.master)
     conf = {
@@ -83,6 +83,11 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.default.parallelism": partitions,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
+        # Off, so that a checkpoint keeps its plan's partitioning: an adaptive plan reports none, and a
+        # window checkpointed as one partition must read as one (SparkEvaluator._extend), or its join
+        # and aggregation shuffle it again. With the partitions at 2x cores there is nothing for
+        # adaptive execution to coalesce (spark.md §2).
+        "spark.sql.adaptive.enabled": "false",
         "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
         **(_CONNECT_CONF if connect else {}),
     }

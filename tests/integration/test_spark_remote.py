@@ -365,6 +365,7 @@ def _superseded_windows_leave_the_server(session: Any, ui: str) -> None:
             custom_job_metrics={"cpu": 0.5},
         )
         evaluator.evaluate([sample], now)
+    evaluator.settle()  # the last tick's checkpoint, taken in the background, supersedes the one before
     # The live window and its custom-metric frame stay; what they superseded goes (on Connect, at the
     # server's next GC).
     deadline = time.monotonic() + 60

@@ -548,7 +548,7 @@ def test_one_aggregation_query_per_tick_for_every_job_and_no_custom_frame_withou
     for tick in range(3, 8):
         now = T0 + tick * 10 * S
         ev.evaluate([job_sample("c", now, {"src": VertexSample(num_records_in=1.0 * tick)})], now)
-    assert ev.custom_window_size() == 0 and ev._custom is None
+    assert ev.custom_window_size() == 0 and ev._frames.custom is None
 
 
 # ---------------------------------------------------------------------------------------------- end to end

@@ -140,8 +140,13 @@ def assert_same(spark_evs: Mapping[str, JobEvaluation], oracle_evs: Mapping[str,
 
 # ---------------------------------------------------------------------------------------------- Spark
 @pytest.mark.spark
-def test_window_appends_and_drops_across_ticks(spark: Any) -> None:
-    """Append + slide; a restarted job's old rows vanish; an absent job ages out; forget() drops at once."""
+@pytest.mark.parametrize("single_task_rows", [500_000, 0], ids=["one-partition", "broadcast-and-shuffle"])
+def test_window_appends_and_drops_across_ticks(
+    spark: Any, monkeypatch: pytest.MonkeyPatch, single_task_rows: int
+) -> None:
+    """Append + slide; a restarted job's old rows vanish; an absent job ages out; forget() drops at once.
+    Both ways of keeping the window: in one partition (small windows) and spread out (large ones)."""
+    monkeypatch.setattr("autoscaler.evaluate.spark.SINGLE_TASK_ROWS", single_task_rows)
     rng = random.Random(11)
     ours, oracle = SparkEvaluator(spark), PythonEvaluator()
     slow = AutoscalerOptions(
@@ -291,6 +296,79 @@ def test_superseded_checkpoints_are_released(spark: Any) -> None:
     for tick in range(5):
         now = T0 + tick * 10 * S
         ev.evaluate([job_sample("c", now, {"src": VertexSample(num_records_in=float(tick))})], now)
+    ev.settle()  # the last tick's checkpoint, taken in the background, supersedes the one before
+    assert len(storage.getRDDStorageInfo()) <= before + 1
+
+
+def _plan_root(frame: Any) -> str:
+    return frame._jdf.queryExecution().analyzed().getClass().getSimpleName()
+
+
+@pytest.mark.spark
+def test_each_tick_reads_the_window_its_predecessor_checkpointed_in_the_background(spark: Any) -> None:
+    """The tick aggregates the window as a plan; the next tick finds it checkpointed (lineage cut)."""
+    ev = SparkEvaluator(spark)
+    for tick in range(3):
+        now = T0 + tick * 10 * S
+        sample = job_sample("c", now, {"src": VertexSample(num_records_in=100.0 * tick, pending_records=0.0)})
+        got = ev.evaluate([sample], now)
+        assert _plan_root(ev._frames.window) != "LogicalRDD"  # this tick's rows, not checkpointed yet
+        ev.settle()
+        assert _plan_root(ev._frames.window) == "LogicalRDD"
+    assert got["c1/c"].window_samples == 3
+    assert got["c1/c"].vertices["src"].target_data_rate == pytest.approx(10.0)
+
+
+@pytest.mark.spark
+def test_a_small_window_is_one_partition_that_no_tick_shuffles(spark: Any) -> None:
+    """The join that slides a small window and the aggregation run in its one partition: no exchange,
+    and no broadcast (a job of its own); the checkpoint keeps the partitioning for the next tick."""
+    ev = SparkEvaluator(spark)
+    for tick in range(3):
+        now = T0 + tick * 10 * S
+        ev.evaluate([job_sample(n, now, {"src": VertexSample(num_records_in=1.0 * tick)}) for n in "cd"], now)
+        plan = ev._frames.window._jdf.queryExecution().executedPlan().toString()
+        assert "Exchange" not in plan and "Broadcast" not in plan, plan
+        ev.settle()
+        partitioning = ev._frames.window._jdf.queryExecution().executedPlan().outputPartitioning().toString()
+        assert partitioning == "SinglePartition"
+
+
+@pytest.mark.spark
+def test_a_failed_background_checkpoint_keeps_the_window_and_is_taken_again(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint that fails loses nothing: the window stays a plan over the last checkpoint, the
+    ticks go on with every row, and the next checkpoint that succeeds releases what the plan read."""
+    import autoscaler.evaluate.checkpointing as checkpointing
+    from autoscaler.evaluate.checkpointing import BackgroundCheckpoint
+
+    class Failing(BackgroundCheckpoint):
+        def _run(self) -> None:
+            self._future.set_exception(RuntimeError("executor lost"))
+
+    storage = spark.sparkContext._jsc.sc()
+    before = len(storage.getRDDStorageInfo())
+    ev = SparkEvaluator(spark)
+
+    def tick(i: int) -> Any:
+        now = T0 + i * 10 * S
+        sample = job_sample("c", now, {"src": VertexSample(num_records_in=100.0 * i, pending_records=0.0)})
+        return ev.evaluate([sample], now)["c1/c"]
+
+    tick(0)
+    with monkeypatch.context() as m:
+        m.setattr(checkpointing, "BackgroundCheckpoint", Failing)
+        for i in range(1, 4):
+            job = tick(i)
+            assert job.window_samples == i + 1
+            assert job.vertices["src"].target_data_rate == pytest.approx(10.0)
+        ev.settle()
+        assert _plan_root(ev._frames.window) != "LogicalRDD"  # still the plan over tick 0's checkpoint
+    job = tick(4)
+    ev.settle()
+    assert job.vertices["src"].target_data_rate == pytest.approx(10.0)
+    assert _plan_root(ev._frames.window) == "LogicalRDD"
     assert len(storage.getRDDStorageInfo()) <= before + 1
 
 
@@ -304,11 +382,11 @@ def test_failed_tick_rolls_back_the_window_book(spark: Any, monkeypatch: pytest.
     ]
     ev.evaluate([tick[0]], T0)
 
-    def broken(*_: Any) -> None:
+    def broken(*_: Any, **__: Any) -> None:
         raise RuntimeError("executor lost")
 
     with monkeypatch.context() as m:
-        m.setattr(ev, "_materialize", broken)
+        m.setattr(ev, "_extend", broken)
         with pytest.raises(RuntimeError):
             ev.evaluate([tick[1]], T0 + 10 * S)
     job = ev.evaluate([tick[1]], T0 + 10 * S)["c1/c"]  # the retry of the same sample is kept

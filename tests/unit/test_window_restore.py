@@ -112,7 +112,7 @@ NO_SESSION = "[NO_ACTIVE_SESSION] No active Spark session found. Please create a
 def _fail_once(evaluator: SparkEvaluator, monkeypatch: Any, message: str = LOST_BLOCKS) -> None:
     """The next tick's first Spark call fails as when the executor holding the window died (or, with
     ``NO_SESSION``, as when the Connect server restarted)."""
-    real = evaluator._materialize
+    real = evaluator._extend
     calls = []
 
     def materialize(*args, **kwargs):
@@ -121,7 +121,7 @@ def _fail_once(evaluator: SparkEvaluator, monkeypatch: Any, message: str = LOST_
             raise RuntimeError(message)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(evaluator, "_materialize", materialize)
+    monkeypatch.setattr(evaluator, "_extend", materialize)
 
 
 def test_a_lost_window_is_reloaded_from_the_stored_samples(spark, monkeypatch):
@@ -200,7 +200,7 @@ def test_a_lost_session_fails_the_tick_until_a_reconnect_succeeds(spark, monkeyp
     _fail_once(evaluator, monkeypatch, NO_SESSION)
     with pytest.raises(ConnectionError):  # the daemon reports evaluation_failed; nothing scales
         evaluator.evaluate([tick(1)], tick(1).ts_ms)
-    monkeypatch.delattr(evaluator, "_materialize")  # the instance's patch; the class's method again
+    monkeypatch.delattr(evaluator, "_extend")  # the instance's patch; the class's method again
     _fail_once(evaluator, monkeypatch, NO_SESSION)
     got = evaluator.evaluate([tick(2)], tick(2).ts_ms)["c1/job"]
     assert len(attempts) == 2 and got.window_samples == 1
