@@ -7,7 +7,9 @@ checkpoint to a thread that runs it while the driver finishes the tick's arithme
 decides, acts and waits for its next tick. The next tick waits for it first (:meth:`WindowFrames.settle`);
 a daemon's interval is many times what a checkpoint takes, so that wait is nil. Together with keeping
 a small window in one partition, this took a 1,000-job tick from 0.75 to 0.61 s (``docs/performance.md``,
-"Evaluator").
+"Evaluator"). A window too large for one partition is checkpointed in the tick, before its aggregation
+(:meth:`WindowFrames.checkpoint` then :meth:`WindowFrames.settle`): its plan costs about as much as
+its aggregation, and the background would compute it a second time.
 
 Its own module because it is a thread and the hand-over of frames between ticks, apart from what the
 evaluator computes (:mod:`autoscaler.evaluate.spark`).
@@ -107,6 +109,12 @@ class WindowFrames:
             self._release_superseded()
         else:
             self._pending = BackgroundCheckpoint((self.window, self.custom))
+
+    def drop_custom(self) -> None:
+        """No custom rows are left: the custom frame goes, and is released with the next checkpoint."""
+        if self.custom is not None:
+            self._superseded.append(self.custom)
+            self.custom = None
 
     def abandon(self) -> None:
         """Stop waiting for a checkpoint under way (the session is stopping: that ends it)."""

@@ -311,6 +311,13 @@ class SparkEvaluator:
             self._orders.clear()  # the saved book hands out this tick's epochs again
             raise
         self._frames.advance(window, custom)
+        if not small:
+            # A large window's plan costs about as much to compute as to aggregate: checkpoint it
+            # first and aggregate the checkpoint, instead of computing it twice (in the tick and again
+            # in the background). A checkpoint that fails leaves the plan, which still aggregates.
+            self._frames.checkpoint()
+            self._frames.settle()
+            window, custom = self._frames.window, self._frames.custom
         standard, custom_aggregates = collect_tick_columns(
             window, custom, self._orders.names(keep, self._book), single_task=small
         )
@@ -321,8 +328,9 @@ class SparkEvaluator:
             for key, scopes in custom_aggregates.items()
         }
         if custom is not None and not self._custom_rows_by_job:
-            self._frames.custom = None  # every custom row left the window: back to the no-cost path
-        self._frames.checkpoint()
+            self._frames.drop_custom()  # every custom row left the window: back to the no-cost path
+        if small:
+            self._frames.checkpoint()
         jobs = {
             key: prepare_job(
                 t,
