@@ -84,7 +84,7 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
         # Off, so that a checkpoint keeps its plan's partitioning: an adaptive plan reports none, and a
-        # window checkpointed as one partition must read as one (SparkEvaluator._extend), or its join
+        # window checkpointed as one partition must read as one (spark_frames.extend_window), or its join
         # and aggregation shuffle it again. With the partitions at 2x cores there is nothing for
         # adaptive execution to coalesce (spark.md §2).
         "spark.sql.adaptive.enabled": "false",
