@@ -1,4 +1,5 @@
-"""The per-job stages of a tick: decide, then the executor plugins, then realize.
+"""The per-job stages of a tick: decide, then the executor plugins, then realize (the slot check between
+the last two is :mod:`autoscaler.claim_slots`).
 
 Each job travels as a :class:`JobStep`. A stage works on the steps still under way and passes on the
 ones that already ended (``outcome`` set), so one job's veto, error or deferral never holds back
@@ -29,6 +30,7 @@ from autoscaler.plugins.configured import ConfiguredChain, PluginInstances
 from autoscaler.realize import confirm, realize
 from autoscaler.reasons import Reason
 from autoscaler.record import TickRecord
+from autoscaler.slot_fit import below_request, slots_short_of_request
 from autoscaler.state import JobState, PendingRescale, ScalingRecord
 from autoscaler.state.tick import Loaded
 
@@ -70,6 +72,9 @@ async def decide_jobs(
         job, options = step.job, step.sample.target.options
         state = _follow_job_id(step.sample, loaded.states[job.key], rec)
         state = _confirm_pending(step.sample, state, rec, confirm_timeout)
+        below = below_request(step.sample.topology, _standing(state))
+        short = slots_short_of_request(step.sample.topology, below)
+        rec.metrics.job_slots_short.labels(job.cluster, job.name).set(short)
         evaluation = evaluated.evaluations.get(job.key)
         if evaluation is None:
             rec.save(job.key, state)
@@ -86,6 +91,7 @@ async def decide_jobs(
             stuck_retry_ms=_stuck_retry_ms(state, confirm_timeout),
         )
         decision = _verify_last_scaling(decision, rec)
+        decision = _standing_request(decision, below, step.sample)
         rec.decided(decision, options)
         if not decision.applies:
             rec.save(job.key, decision.state)
@@ -147,6 +153,34 @@ def _stuck_retry_ms(state: JobState, timeout: timedelta) -> int | None:
         return None
     backoff = min(timeout * 2 ** (state.stuck_rescales - 1), STUCK_BACKOFF_CAP)
     return state.stuck_ms + to_ms(backoff)
+
+
+def _standing(state: JobState) -> dict[str, int]:
+    """The targets of the job's last rescale once Flink restarted the job for it (confirmed): Flink
+    holds them as its requirements. Nothing while a rescale is pending, or when the last one never ran
+    (stuck: it is asked again after a backoff, since nothing shows that Flink kept it)."""
+    if state.pending is not None or not state.history or state.history[-1].confirmed_ms is None:
+        return {}
+    return {vid: new for vid, (_, new) in state.history[-1].changes.items()}
+
+
+def _standing_request(
+    decision: Decision, below: Mapping[str, tuple[int, int]], sample: JobSample
+) -> Decision:
+    """A vertex Flink runs below what was asked for it (too few free slots) keeps that request: a change
+    to the same parallelism is not asked for again, recorded as a rescale, or left to get stuck. A
+    decision with nothing else to change waits for slots (``WaitingForSlots``), saying so."""
+    if not decision.applies or not below:
+        return decision
+    kept = {vid: c for vid, c in decision.changes.items() if vid not in below or c.target != below[vid][1]}
+    if len(kept) == len(decision.changes):
+        return decision
+    names = {v.id: v.name for v in sample.topology}
+    runs = ", ".join(f"{names.get(v, v)} at {now} of the {asked} asked" for v, (now, asked) in below.items())
+    text = f"Flink runs {runs} (too few free slots): the request stands"
+    if kept:
+        return decision.with_changes(kept, Reason.SCALING, f"{decision.detail}; {text}")
+    return decision.with_changes(decision.changes, Reason.WAITING_FOR_SLOTS, text)
 
 
 # Outcomes that end before the metrics were judged: their evaluation cannot verify a rescale.

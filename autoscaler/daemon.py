@@ -1,5 +1,5 @@
 """The control loop: one tick reads top-down as discover -> collect -> evaluate -> decide -> plugins
--> realize -> record (see ``docs/architecture.md``).
+-> slots -> realize -> record (see ``docs/architecture.md``).
 
 Every job of every cluster is collected concurrently, evaluated together in ONE Spark computation,
 then decided, passed through its executor plugins and realized concurrently. A failing cluster or
@@ -18,6 +18,7 @@ import httpx
 import structlog
 
 from autoscaler.act import ChainLog, decide_jobs, realize_jobs, run_plugins
+from autoscaler.claim_slots import claim_slots
 from autoscaler.clock import Clock, SystemClock
 from autoscaler.cluster import Clusters, Collected
 from autoscaler.delivery import OutcomeDelivery
@@ -131,7 +132,9 @@ class Daemon:
                 decided, rec, plugins=self.plugins, clusters=self.clusters, chain_log=self._chain_log
             )
             rec.lap("plugins")
-            outcomes = await realize_jobs(approved, rec, clusters=self.clusters, now_ms=self.clock.now_ms)
+            fitting = claim_slots(approved, rec)
+            rec.lap("slots")
+            outcomes = await realize_jobs(fitting, rec, clusters=self.clusters, now_ms=self.clock.now_ms)
             rec.lap("realize")
             report = await self._record(rec, collected, loaded, outcomes, only_job)
         if drain:

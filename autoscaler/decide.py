@@ -32,7 +32,7 @@ from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import DelayedScaleDown, JobState
 from autoscaler.unknown_metrics import metrics_unknown, partly_unknown
 
-__all__ = ["Decision", "VertexChange", "decide"]
+__all__ = ["Decision", "VertexChange", "decide", "describe_changes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,7 +378,11 @@ def _not_ready_text(evaluation: JobEvaluation) -> str:
 
 
 def _describe(changes: Mapping[VertexId, VertexChange], evaluation: JobEvaluation) -> str:
-    names = {v.id: v.name for v in evaluation.sample.topology}
+    return describe_changes(changes, {v.id: v.name for v in evaluation.sample.topology})
+
+
+def describe_changes(changes: Mapping[VertexId, VertexChange], names: Mapping[VertexId, str]) -> str:
+    """``Work 1->5, Sink 2->3``: the changes as a decision's detail names them."""
     return ", ".join(f"{names.get(c.vertex, c.vertex)} {c.current}->{c.target}" for c in changes.values())
 
 

@@ -241,6 +241,33 @@ class MetricsReporter:
             registry=r,
         )
         # Every per-job metric, and its label names, for forget_jobs(); the per-vertex ones are in the books.
+        self.cluster_slots = Gauge(
+            "flink_autoscaler_cluster_slots",
+            "The cluster's task slots from GET /taskmanagers at the last tick, by state (total, free)",
+            ("cluster", "state"),
+            registry=r,
+        )
+        self.job_slots = Gauge(
+            "flink_autoscaler_job_slots",
+            "Slots the job holds: per slot-sharing group its highest vertex parallelism, summed",
+            _JOB_LABELS,
+            registry=r,
+        )
+        self.job_slots_short = Gauge(
+            "flink_autoscaler_job_slots_short_of_request",
+            "Slots the job would hold more if Flink ran it at the parallelism last asked for it: above 0 "
+            "while Flink runs it below its request (too few free slots); 0 otherwise",
+            _JOB_LABELS,
+            registry=r,
+        )
+        self.slot_limited = Counter(
+            "flink_autoscaler_slot_limited_rescales",
+            "Rescales that needed more slots than were free plus the job's own, by what was done "
+            "(capped, waited, ignored: scaling.insufficient-slots) and why (short: the cluster lacks "
+            "them; claimed: rescales of other jobs before it this tick took them)",
+            (*_JOB_LABELS, "action", "why"),
+            registry=r,
+        )
         self._per_job: tuple[tuple[Counter | Gauge, tuple[str, ...]], ...] = (
             (self.scalings, _JOB_LABELS),
             (self.balanced, _JOB_LABELS),
@@ -256,6 +283,9 @@ class MetricsReporter:
             (self.rescales_stuck, _JOB_LABELS),
             (self.resubmissions, _JOB_LABELS),
             (self.verifications, (*_JOB_LABELS, "result")),
+            (self.job_slots, _JOB_LABELS),
+            (self.job_slots_short, _JOB_LABELS),
+            (self.slot_limited, (*_JOB_LABELS, "action", "why")),
         )
 
     # ------------------------------------------------------------------ per job

@@ -182,6 +182,8 @@ class TaskManagerSample:
     cpu_cores_per_tm: float = NAN  # totalResource.cpuCores (taskmanager.cpu.cores, else the slot count)
     memory_per_tm: float = NAN  # memoryConfiguration.totalProcessMemory, bytes
     slots_per_tm: float = NAN  # taskmanager.numberOfTaskSlots (the mean if TaskManagers differ)
+    slots_total: int = 0  # the cluster's slots, summed over TaskManagers (0: unknown)
+    slots_free: int = 0  # of which no job holds one (Flink's freeSlots, summed)
 
     @property
     def heap_usage_ratio(self) -> float:

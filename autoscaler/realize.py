@@ -9,7 +9,7 @@ time. Flink applies the PUT asynchronously, so confirmation happens on later tic
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from autoscaler.flink.models import ParallelismBounds
@@ -59,6 +59,7 @@ class Confirmation:
     actual: Mapping[VertexId, int]
     capped: bool = False  # Flink gave less than asked (e.g. not enough slots)
     restart_duration_ms: int | None = None
+    asked: Mapping[VertexId, int] = field(default_factory=dict)  # the rescale's targets
 
 
 def confirm(pending: PendingRescale, sample: JobSample) -> Confirmation:
@@ -76,5 +77,5 @@ def confirm(pending: PendingRescale, sample: JobSample) -> Confirmation:
     matches = all(actual.get(vid) == p for vid, p in pending.target.items())
     if matches or restarted:
         duration = sample.running_since_ms - pending.issued_ms if restarted else None
-        return Confirmation(True, actual, capped=not matches, restart_duration_ms=duration)
-    return Confirmation(False, actual)
+        return Confirmation(True, actual, not matches, duration, pending.target)
+    return Confirmation(False, actual, asked=pending.target)

@@ -61,4 +61,7 @@ class Reason(StrEnum):
     SCALING_APPROVED = "ScalingApproved"
     SCALING_MODIFIED = "ScalingModified"
     EXCLUDED_PERIOD = "ExcludedPeriod"  # now is in job.autoscaler.excluded.periods: report, never apply
+    # The rescale needs more slots than the cluster has free plus the job's own, and
+    # scaling.insufficient-slots is WAIT (or CAP left nothing that grows): nothing asked this tick.
+    WAITING_FOR_SLOTS = "WaitingForSlots"
     LEASE_EXPIRED = "LeaseExpired"  # the cluster's lease ran out during the tick: another daemon may act

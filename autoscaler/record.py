@@ -179,8 +179,16 @@ class TickRecord:
     def confirmed(self, job: JobRef, result: Confirmation, names: dict[str, str]) -> None:
         got = ", ".join(f"{names.get(v, v)} {p}" for v, p in result.actual.items())
         if result.capped:
-            text = f"rescale applied with less than requested (Flink capped it, e.g. by free slots): {got}"
-            self.event(job.key, Reason.SCALING_LIMITED, EventType.WARNING, text)
+            short = ", ".join(
+                f"{names.get(v, v)} at {p} of the {result.asked[v]} asked"
+                for v, p in result.actual.items()
+                if v in result.asked and p < result.asked[v]
+            )
+            text = (
+                f"Flink runs {short or got} (too few free slots): the request stands, and Flink scales "
+                "the job to it as slots come"
+            )
+            self.event(job.key, Reason.SCALING_LIMITED, EventType.WARNING, text, key="below-request")
         else:
             self.event(job.key, Reason.SCALING_CONFIRMED, EventType.NORMAL, f"rescale running: {got}")
 

@@ -39,6 +39,7 @@ __all__ = [
     "quota_exceeded",
     "required_slots",
     "required_taskmanagers",
+    "slot_groups",
     "taskmanager_resources",
     "with_taskmanager_resources",
 ]
@@ -49,12 +50,14 @@ _DEFAULT_GROUP = "default"
 
 
 class TaskManagerResources(NamedTuple):
-    """What one TaskManager offers; 0 / NaN mean unknown."""
+    """What one TaskManager offers, and the cluster's slots in all; 0 / NaN mean unknown."""
 
     count: int
     cpu_per_tm: float
     memory_per_tm: float
     slots_per_tm: float
+    slots_total: int = 0
+    slots_free: int = 0
 
 
 def taskmanager_resources(taskmanagers: Sequence[TaskManagerInfo]) -> TaskManagerResources:
@@ -77,7 +80,8 @@ def taskmanager_resources(taskmanagers: Sequence[TaskManagerInfo]) -> TaskManage
         else math.nan
     )
     slots_per_tm = sum(slots) / n if all(s > 0 for s in slots) else math.nan
-    return TaskManagerResources(n, cpu_per_tm, memory_per_tm, slots_per_tm)
+    free = sum(max(0, tm.free_slots) for tm in taskmanagers)
+    return TaskManagerResources(n, cpu_per_tm, memory_per_tm, slots_per_tm, sum(slots), min(free, sum(slots)))
 
 
 def with_taskmanager_resources(
@@ -91,14 +95,16 @@ def with_taskmanager_resources(
         cpu_cores_per_tm=r.cpu_per_tm,
         memory_per_tm=r.memory_per_tm,
         slots_per_tm=r.slots_per_tm,
+        slots_total=r.slots_total,
+        slots_free=r.slots_free,
     )
 
 
 async def fetch_taskmanager_resources(client: FlinkClient, sample: TaskManagerSample) -> TaskManagerSample:
     """``GET /taskmanagers`` into ``sample``; on a Flink error the sample is returned unchanged.
 
-    The resources only feed the quota gate, where unknown never blocks, so a failing endpoint must not
-    cost the tick.
+    The resources feed the quota gate and the slot check (``autoscaler.slot_fit``), where unknown never
+    blocks, so a failing endpoint must not cost the tick.
     """
     try:
         taskmanagers = await client.taskmanagers()
@@ -106,6 +112,11 @@ async def fetch_taskmanager_resources(client: FlinkClient, sample: TaskManagerSa
         log.warning("taskmanagers_failed", cluster=client.cluster, error=str(err))
         return sample
     return with_taskmanager_resources(sample, taskmanagers)
+
+
+def slot_groups(topology: JobTopology) -> dict[VertexId, str]:
+    """Each vertex's slot-sharing group; a vertex without a known one shares Flink's default group."""
+    return {v.id: v.slot_sharing_group or _DEFAULT_GROUP for v in topology}
 
 
 def required_slots(topology: JobTopology, parallelism: Mapping[VertexId, int] | None = None) -> int:

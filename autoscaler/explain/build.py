@@ -25,6 +25,7 @@ from autoscaler.explain.records import (
 )
 from autoscaler.reasons import Reason
 from autoscaler.settings import KEY_PREFIX
+from autoscaler.slot_fit import CAPPED_TEXT
 
 if TYPE_CHECKING:
     from autoscaler.decide import Decision
@@ -64,8 +65,14 @@ GATES: tuple[tuple[str, frozenset[Reason], str], ...] = (
         frozenset({Reason.COOLDOWN_DEFERRED}),
         "scaling-interval.min and Flink's cooldown have passed",
     ),
+    (
+        "standing request",
+        frozenset({Reason.WAITING_FOR_SLOTS}),
+        "no change is one Flink already holds for a vertex it runs below it",
+    ),
 )
 _PLUGINS_GATE = "executor plugins"
+_SLOTS_GATE = "free slots"
 
 # Options that explain a decision (thresholds, delays and limits); shown by `explain` under "Settings".
 _EXPLAIN_KEYS = (
@@ -148,7 +155,7 @@ def record_from_outcome(outcome: JobOutcome) -> DecisionRecord:
         detail=outcome.detail,
         scaled=outcome.realized is not None,
         vertices=vertices,
-        gates=_gates(decision, chain),
+        gates=_gates(decision, chain, outcome),
         plugins=tuple(PluginRecord(o.plugin, str(o.outcome), o.detail) for o in chain.outcomes)
         if chain is not None
         else (),
@@ -196,8 +203,11 @@ def verification_record(record: ScalingRecord, evaluation: JobEvaluation) -> Ver
     )
 
 
-def _gates(decision: Decision | None, chain: ChainResult | None) -> tuple[GateVerdict, ...]:
-    """Each gate's verdict: the ones before the blocking gate passed, the ones after were not reached."""
+def _gates(
+    decision: Decision | None, chain: ChainResult | None, outcome: JobOutcome
+) -> tuple[GateVerdict, ...]:
+    """Each gate's verdict: the ones before the blocking gate passed, the ones after were not reached.
+    The slot check (``act.claim_slots``) runs after the executor plugins, on what they approved."""
     if decision is None:
         return ()
     reason = decision.outcome
@@ -220,8 +230,21 @@ def _gates(decision: Decision | None, chain: ChainResult | None) -> tuple[GateVe
             verdicts.append(GateVerdict(name, PASSED, passing))
     if blocking == len(GATES):
         verdicts.append(GateVerdict(f"decision ({reason})", BLOCKED, decision.detail))
-    verdicts.append(_plugins_verdict(blocking is None, chain))
+    plugins = _plugins_verdict(blocking is None, chain)
+    verdicts += [plugins, _slots_verdict(plugins.verdict == PASSED, outcome)]
     return tuple(verdicts)
+
+
+def _slots_verdict(reached: bool, outcome: JobOutcome) -> GateVerdict:
+    """The slot check's verdict on what the plugins passed: it held the rescale back (waiting), trimmed
+    it (its text joins the decision's detail), or let it through."""
+    if not reached:
+        return GateVerdict(_SLOTS_GATE, NOT_REACHED)
+    if outcome.outcome is Reason.WAITING_FOR_SLOTS:
+        return GateVerdict(_SLOTS_GATE, BLOCKED, outcome.detail)
+    if CAPPED_TEXT in outcome.detail:
+        return GateVerdict(_SLOTS_GATE, PASSED, "capped to what fits the free slots and the job's own")
+    return GateVerdict(_SLOTS_GATE, PASSED, "the rescale fits the free slots and the job's own")
 
 
 def _plugins_verdict(reached: bool, chain: ChainResult | None) -> GateVerdict:

@@ -34,6 +34,7 @@ _OUTCOME_WORDS: dict[str, str] = {
     Reason.EXCLUDED_PERIOD: "recommended only: now is in an excluded period",
     Reason.RESOURCE_QUOTA_REACHED: "not scaled: the new parallelism would exceed the resource quota",
     Reason.COOLDOWN_DEFERRED: "deferred until the cooldown ends",
+    Reason.WAITING_FOR_SLOTS: "waiting: too few free slots for the rescale (scaling.insufficient-slots)",
     Reason.RESCALE_IN_FLIGHT: "waiting: the last rescale is not running yet",
     Reason.STABILIZING: "waiting: the job (re)started recently",
     Reason.WINDOW_NOT_FULL: "waiting: the metric window is not full yet",

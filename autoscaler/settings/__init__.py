@@ -25,7 +25,7 @@ from autoscaler.settings.keys import EXECUTOR_PREFIX as EXECUTOR_PREFIX
 from autoscaler.settings.keys import KEY_PREFIX, LEGACY_KEY_PREFIX, flatten_keys
 from autoscaler.settings.option_groups import OURS as OURS
 from autoscaler.settings.options import AutoscalerOptions
-from autoscaler.settings.values import AlignmentMode, BusyTimeAggregator
+from autoscaler.settings.values import AlignmentMode, BusyTimeAggregator, InsufficientSlots
 from autoscaler.settings.values import Duration as Duration
 from autoscaler.settings.values import parse_memory_size as parse_memory_size
 
@@ -39,6 +39,7 @@ __all__ = [
     "BusyTimeAggregator",
     "ClusterSettings",
     "ConfigError",
+    "InsufficientSlots",
     "Settings",
     "SparkSettings",
     "flatten_keys",

@@ -26,6 +26,7 @@ from autoscaler.settings.keys import EVALUATOR_PREFIX, EXECUTOR_PREFIX
 from autoscaler.settings.values import (
     BusyTimeAggregator,
     Duration,
+    InsufficientSlots,
     alignment_mode_name,
     csv_list,
     opt_float,
@@ -422,6 +423,25 @@ class OwnOptions(BaseModel):
         json_schema_extra=OURS,
         description="Take rates from counter deltas over the window instead of Flink's 60 s meters, "
         "which restart from zero and ramp for a minute after every rescale.",
+    )
+    insufficient_slots: Annotated[InsufficientSlots, BeforeValidator(upper)] = Field(
+        InsufficientSlots.CAP,
+        validation_alias=_k("scaling.insufficient-slots"),
+        json_schema_extra=OURS,
+        description="A rescale that needs more slots than the cluster has free (plus the job's own): CAP "
+        "asks for what fits (the scale-ups share the free slots in proportion to what each slot-sharing "
+        "group wanted), WAIT asks for nothing until all of it fits, IGNORE asks for all of it (Flink "
+        "runs what fits and restarts the job again as slots come). Each says so in a ScalingLimited "
+        "event. Unknown slots (no TaskManager listing) never hold a rescale back.",
+    )
+    slot_priority: int = Field(
+        0,
+        validation_alias=_k("scaling.slot-priority"),
+        json_schema_extra=OURS,
+        description="When the rescales of several jobs of one cluster want more slots in one tick than "
+        "are free, the jobs of higher priority claim them first; among equals, the job with the most "
+        "backlog (in seconds of its processing capacity) first. A job held back says why in a "
+        "ScalingLimited event.",
     )
     busy_time_only_enabled: bool = Field(
         False,

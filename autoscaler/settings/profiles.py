@@ -67,6 +67,10 @@ REFERENCE: Final = MappingProxyType(
         f"{_P}scale-down.keep-last-peak.enabled": "false",
         # Propagated target rates, not each vertex's own busy time alone:
         f"{_P}scaling.busy-time-only.enabled": "false",
+        # A rescale is asked for whole, whatever slots are free (Flink runs what fits):
+        f"{_P}scaling.insufficient-slots": "IGNORE",
+        # No job's rescale goes before another's (there is no slot check to order):
+        f"{_P}scaling.slot-priority": "0",
         # scaling-interval.min / .max (ours) are unset by default, which is the reference's behaviour
         # (no extra cooldown, nothing forced): a dict cannot say "unset", so they are left out.
     }
@@ -79,6 +83,9 @@ RECOMMENDED: Final = MappingProxyType(
         # Counter deltas over the window: Flink's meters restart from zero and ramp for 60 s after every
         # rescale, and a 60 s meter averaged over a shorter window lags a load change (our default).
         f"{_P}metrics.prefer-counter-rates": "true",
+        # A rescale asks for what fits the free slots: more would be a second restart, at Flink's
+        # moment, when slots come (our default).
+        f"{_P}scaling.insufficient-slots": "CAP",
         # Decide on the new load only: a window half full of the old one under-estimates a step up
         # and over-estimates a step down (one restart per step instead of one per change), and a
         # burst shorter than the window passes without a restart (our default).

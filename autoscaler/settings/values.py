@@ -42,6 +42,14 @@ class BusyTimeAggregator(StrEnum):
     MIN = "MIN"
 
 
+class InsufficientSlots(StrEnum):
+    """What a rescale that needs more slots than are free does (``scaling.insufficient-slots``)."""
+
+    CAP = "CAP"  # ask for what fits in the free slots and the job's own
+    WAIT = "WAIT"  # ask for nothing until the whole change fits
+    IGNORE = "IGNORE"  # ask for it all: Flink runs what fits and takes more slots as they come
+
+
 class AlignmentMode(StrEnum):
     BALANCED = "BALANCED"
     EVENLY_SPREAD = "EVENLY_SPREAD"

@@ -12,6 +12,7 @@ from daemon_world import OPTIONS, World
 
 from autoscaler.act import decide_jobs
 from autoscaler.evaluate.stage import Evaluated
+from autoscaler.explain import explain, record_from_outcome
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobRef
 from autoscaler.plugins import ScalingExecutorPlugin
@@ -236,3 +237,73 @@ async def test_without_an_evaluation_a_job_is_an_error_with_the_evaluators_reaso
     assert step.outcome.outcome is Reason.AUTOSCALER_ERROR and "JVM is gone" in step.outcome.detail
     # Kept, but for the JobID now known (a later JobID is a resubmission).
     assert rec.states == {sample.job.key: JobState(last_rescale_ms=7, job_id=sample.job.job_id)}
+
+
+async def test_a_rescale_beyond_the_free_slots_is_capped_to_what_fits_with_a_scaling_limited_event():
+    # 8 slots per simulated cluster, one slot-sharing group; Work 1 -> 12 needs 12.
+    w = World(StubEvaluator({"Work": 12}))
+    report = await w.tick()
+    assert {o.outcome for o in report.outcomes} == {Reason.SCALING}
+    outcome = next(o for o in report.outcomes if o.job.key == "a/job-a")
+    assert outcome.realized is not None and max(b.upper for b in outcome.realized.requirements.values()) == 8
+    assert outcome.detail.startswith("Work 1->8; needs 12 slots")
+    assert "Work 8 (wanted 12)" in outcome.detail  # status and explain show it
+    gates = {g.gate: (g.verdict, g.detail) for g in record_from_outcome(outcome).gates}
+    assert gates["free slots"] == ("passed", "capped to what fits the free slots and the job's own")
+    (event,) = [e for e in w.events.events("a/job-a") if e.reason is Reason.SCALING_LIMITED]
+    assert "needs 12 slots, the job holds 1 and 7 are free (4 short)" in event.message
+    assert "Work 8 (wanted 12)" in event.message and str(event.type) == "Warning"
+    labels = {"cluster": "a", "job": "job-a", "action": "capped", "why": "short"}
+    assert w.metrics.registry.get_sample_value("flink_autoscaler_slot_limited_rescales_total", labels) == 1
+    gauge = w.metrics.registry.get_sample_value
+    assert gauge("flink_autoscaler_cluster_slots", {"cluster": "a", "state": "total"}) == 8
+    assert gauge("flink_autoscaler_cluster_slots", {"cluster": "a", "state": "free"}) == 7
+    assert gauge("flink_autoscaler_job_slots", {"cluster": "a", "job": "job-a"}) == 1
+
+
+async def test_with_wait_a_rescale_beyond_the_free_slots_is_not_asked_for():
+    options = {**OPTIONS, "job.autoscaler.scaling.insufficient-slots": "wait"}
+    w = World(StubEvaluator({"Work": 12}), options=options)
+    report = await w.tick()
+    assert {o.outcome for o in report.outcomes} == {Reason.WAITING_FOR_SLOTS}
+    assert w.puts("a") == w.puts("b") == []
+    assert any(e.reason is Reason.SCALING_LIMITED for e in w.events.events("a/job-a"))
+    labels = {"cluster": "a", "job": "job-a", "action": "waited", "why": "short"}
+    assert w.metrics.registry.get_sample_value("flink_autoscaler_slot_limited_rescales_total", labels) == 1
+    assert (await w.tick()).outcomes[0].outcome is Reason.WAITING_FOR_SLOTS  # and again, until it fits
+
+
+async def test_with_ignore_the_whole_rescale_is_asked_for_and_flink_runs_what_fits():
+    options = {**OPTIONS, "job.autoscaler.scaling.insufficient-slots": "IGNORE"}
+    w = World(StubEvaluator({"Work": 12}), options=options)
+    report = await w.tick()
+    assert {o.outcome for o in report.outcomes} == {Reason.SCALING}
+    outcome = next(o for o in report.outcomes if o.job.key == "a/job-a")
+    assert outcome.realized is not None and max(b.upper for b in outcome.realized.requirements.values()) == 12
+    assert any(e.reason is Reason.SCALING_LIMITED for e in w.events.events("a/job-a"))
+
+
+async def test_a_job_flink_runs_below_its_request_keeps_the_request_and_is_not_asked_again():
+    # IGNORE asks for Work 12 on 8 slots; Flink (the simulator) runs it at 8 and keeps the request.
+    options = {**OPTIONS, "job.autoscaler.scaling.insufficient-slots": "IGNORE"}
+    w = World(StubEvaluator({"Work": 12}), options=options)
+    await w.tick()
+    assert len(w.puts("a")) == 1
+    outcomes = [o for _ in range(8) for o in (await w.tick()).outcomes if o.job.key == "a/job-a"]
+    assert w.sims["a"].parallelism(w.jobs["a"])["Work"] == 8
+    assert len(w.puts("a")) == 1  # the request stands: not sent again
+    waiting = [o for o in outcomes if o.outcome is Reason.WAITING_FOR_SLOTS]
+    assert waiting and "Work at 8 of the 12 asked" in waiting[-1].detail
+    gates = {g.gate: g for g in record_from_outcome(waiting[-1]).gates}
+    standing = gates["standing request"]
+    assert standing.verdict == "blocked" and "8 of the 12" in standing.detail
+    assert gates["free slots"].verdict == "not reached"
+    text = explain(record_from_outcome(waiting[-1]))
+    assert "waiting: too few free slots" in text and "standing request" in text
+    assert Reason.RESCALE_STUCK not in {o.outcome for o in outcomes}
+    state = w.state.load("a/job-a")
+    assert len(state.history) == 1 and state.pending is None  # one rescale on record, none pending
+    (limited,) = [e for e in w.events.events("a/job-a") if e.key == "below-request"]  # once
+    assert "Work at 8 of the 12 asked" in limited.message
+    short = {"cluster": "a", "job": "job-a"}
+    assert w.metrics.registry.get_sample_value("flink_autoscaler_job_slots_short_of_request", short) == 4

@@ -1,5 +1,5 @@
 """The package's shape, as ``docs/architecture.md`` draws it: no import circles, no oversized module
-without a reason, and a tick that reads as its seven stages in order.
+without a reason, and a tick that reads as its eight stages in order.
 """
 
 from __future__ import annotations
@@ -109,6 +109,7 @@ def test_a_tick_calls_the_stages_once_each_in_order():
         "self._evaluate",
         "decide_jobs",
         "run_plugins",
+        "claim_slots",
         "realize_jobs",
         "self._record",
     ]

@@ -8,7 +8,10 @@ from autoscaler.settings.profiles import PROFILES, REFERENCE
 
 def test_reference_is_the_reference_defaults_with_our_additions_turned_off() -> None:
     assert AutoscalerOptions.from_flink_conf(dict(REFERENCE)) == AutoscalerOptions(
-        prefer_counter_rates=False, load_change_threshold=0.0, scale_down_keep_last_peak=False
+        prefer_counter_rates=False,
+        load_change_threshold=0.0,
+        scale_down_keep_last_peak=False,
+        insufficient_slots="IGNORE",
     )
 
 

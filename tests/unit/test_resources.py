@@ -42,23 +42,25 @@ def topology(*vertices: tuple[str, int, str | None]) -> JobTopology:
 
 # --------------------------------------------------------------------------------------------- /taskmanagers
 def test_resources_of_the_recorded_flink_answer():
-    # Flink 2.3, one TaskManager: 8 slots, totalResource.cpuCores 8.0, totalProcessMemory 1.5 GiB.
-    assert taskmanager_resources(fixture_taskmanagers()) == TaskManagerResources(1, 8.0, 1610612736.0, 8.0)
+    # Flink 2.3, one TaskManager: 8 slots (7 free), totalResource.cpuCores 8.0, totalProcessMemory 1.5 GiB.
+    expected = TaskManagerResources(1, 8.0, 1610612736.0, 8.0, slots_total=8, slots_free=7)
+    assert taskmanager_resources(fixture_taskmanagers()) == expected
 
 
 def test_no_taskmanager_means_unknown():
     r = taskmanager_resources([])
-    assert r.count == 0 and all(math.isnan(x) for x in (r.cpu_per_tm, r.memory_per_tm, r.slots_per_tm))
+    assert r.count == r.slots_total == r.slots_free == 0
+    assert all(math.isnan(x) for x in (r.cpu_per_tm, r.memory_per_tm, r.slots_per_tm))
 
 
 def test_uniform_taskmanagers_give_their_spec():
     r = taskmanager_resources([tm(tm_id="a"), tm(tm_id="b"), tm(tm_id="c")])
-    assert r == TaskManagerResources(3, 8.0, float(2 * GIB), 8.0)
+    assert r == TaskManagerResources(3, 8.0, float(2 * GIB), 8.0, slots_total=24, slots_free=0)
 
 
 def test_different_taskmanagers_give_means_that_keep_the_totals():
     r = taskmanager_resources([tm(4, 4.0, 1 * GIB, "a"), tm(8, 8.0, 3 * GIB, "b")])
-    assert r == TaskManagerResources(2, 6.0, float(2 * GIB), 6.0)
+    assert r == TaskManagerResources(2, 6.0, float(2 * GIB), 6.0, slots_total=12, slots_free=0)
 
 
 @pytest.mark.parametrize(

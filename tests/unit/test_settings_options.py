@@ -170,6 +170,8 @@ def test_only_our_own_keys_are_outside_the_reference_table():
         "metrics.prefer-counter-rates",
         "scale-down.keep-last-peak.enabled",
         "scaling.busy-time-only.enabled",
+        "scaling.insufficient-slots",
+        "scaling.slot-priority",
         "scaling-interval.min",
         "scaling-interval.max",
         "scaling.min-parallelism-change",

@@ -138,7 +138,7 @@ class SimCluster:
                 and job.restart_end_ms is not None
                 and job.restart_end_ms <= job.t_ms
             ):
-                job.finish_restart(job.t_ms, self.slots_total)
+                job.finish_restart(job.t_ms, self._slots_for(job))
                 self._schedule_restart(job)
             elif (
                 job.state == "RUNNING"
@@ -153,11 +153,17 @@ class SimCluster:
         """Adaptive scheduler: a changed requirement waits for the cooldown since the last (re)start."""
         if job.state != "RUNNING":
             return
-        if job.desired_parallelism(self.slots_total) == job.parallelism:
+        if job.desired_parallelism(self._slots_for(job)) == job.parallelism:
             job.pending_restart_ms = None
             return
         cooldown_ms = round(self.spec.cooldown_after_rescaling_s * 1000)
         job.pending_restart_ms = max(job.t_ms, job.running_since_ms + cooldown_ms)
+
+    def _slots_for(self, job: SimJob) -> int:
+        """The slots a (re)starting job may run on: its own and the free ones, as Flink's adaptive
+        scheduler sees them (the other jobs keep theirs, through their restarts too)."""
+        others = sum(other.slots_used for other in self._jobs.values() if other is not job)
+        return max(1, self.slots_total - others)
 
     # ---- jobs ----------------------------------------------------------------------------------
 
@@ -166,7 +172,8 @@ class SimCluster:
         """Start a job now (RUNNING at once); the id depends only on the name and the submission count."""
         now = self._sync_ms()  # the other jobs catch up when read: they do not depend on this one
         job_id = stable_hex_id("job", job.name, str(len(self._jobs)))
-        self._jobs[job_id] = SimJob(job, job_id, now, self.slots_total)
+        free = self.slots_total - sum(other.slots_used for other in self._jobs.values())
+        self._jobs[job_id] = SimJob(job, job_id, now, max(1, free))
         return job_id
 
     @_synchronized

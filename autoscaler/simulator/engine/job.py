@@ -74,7 +74,8 @@ class SimJob:
     The REST handlers read the attributes; only ``SimCluster`` changes them.
     """
 
-    def __init__(self, spec: SimJobSpec, job_id: str, submitted_ms: int, slots_total: int) -> None:
+    def __init__(self, spec: SimJobSpec, job_id: str, submitted_ms: int, slots: int) -> None:
+        """``slots``: what the job may run on at submission (the cluster's free slots)."""
         self.spec = spec
         self.job_id = job_id
         self.name = spec.name
@@ -91,7 +92,7 @@ class SimJob:
         self.slot_sharing_group_id = stable_hex_id(spec.name, "slot-sharing-group")
 
         self.parallelism: dict[str, int] = {
-            name: min(self.vertex_specs[name].parallelism, slots_total) for name in self.order
+            name: min(self.vertex_specs[name].parallelism, slots) for name in self.order
         }
         self.requirements: dict[str, tuple[int, int]] = {
             self.vertex_ids[name]: (1, self.vertex_specs[name].parallelism) for name in self.order
@@ -152,9 +153,10 @@ class SimJob:
     def max_parallelism(self) -> int:
         return max(v.max_parallelism for v in self.vertex_specs.values())
 
-    def desired_parallelism(self, slots_total: int) -> dict[str, int]:
-        """What a restart would run with: the requested upper bounds, capped by the cluster's slots."""
-        return {name: min(self.requirements[self.vertex_ids[name]][1], slots_total) for name in self.order}
+    def desired_parallelism(self, slots: int) -> dict[str, int]:
+        """What a restart would run with: the requested upper bounds, capped by the slots the job may
+        run on (its own and the cluster's free ones)."""
+        return {name: min(self.requirements[self.vertex_ids[name]][1], slots) for name in self.order}
 
     def _start_tasks(self) -> None:
         """New task attempts: fresh counters and meters, and the flow model for the new parallelism."""
@@ -256,9 +258,10 @@ class SimJob:
         self.restart_end_ms = now_ms + pause_ms
         self.pending_restart_ms = None
 
-    def finish_restart(self, now_ms: int, slots_total: int) -> None:
-        """Back to RUNNING with what is requested now; the backlog comes back from the checkpoint."""
-        self.parallelism = self.desired_parallelism(slots_total)
+    def finish_restart(self, now_ms: int, slots: int) -> None:
+        """Back to RUNNING with what is requested now, within ``slots`` (its own and the free ones); the
+        backlog comes back from the checkpoint."""
+        self.parallelism = self.desired_parallelism(slots)
         self.num_rescales += 1
         self.num_restarts += 1
         self.running_since_ms = now_ms

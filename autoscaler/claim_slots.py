@@ -1,0 +1,109 @@
+"""The slot stage of a tick: each rescale the executor plugins approved, against its cluster's free slots.
+
+Between the plugins and realize (``autoscaler.act``), because a plugin may change the parallelism and
+only what is asked of Flink takes slots. The jobs of a cluster claim its free slots one after another,
+so the order is the arbitration between them: ``scaling.slot-priority``, then backlog pressure, then job
+key. What fits and what is trimmed is :mod:`autoscaler.slot_fit`; this module applies
+``scaling.insufficient-slots`` and reports (event, counter, log line, the slot gauges).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import structlog
+
+from autoscaler.act import JobStep
+from autoscaler.decide import VertexChange, describe_changes
+from autoscaler.events import EventType
+from autoscaler.outcome import JobOutcome
+from autoscaler.reasons import Reason
+from autoscaler.record import TickRecord
+from autoscaler.resources import required_slots
+from autoscaler.settings import InsufficientSlots
+from autoscaler.slot_fit import CAPPED_TEXT, SlotBudget, backlog_seconds, fit_slots
+
+__all__ = ["claim_slots"]
+
+log = structlog.get_logger(__name__)
+
+
+def claim_slots(steps: Sequence[JobStep], rec: TickRecord) -> list[JobStep]:
+    """Each approved rescale against its cluster's free slots, which the rescales of a cluster claim
+    one after another (``autoscaler.slot_fit``); ``scaling.insufficient-slots`` says what one that does
+    not fit does. Also reports every sampled job's slots and its cluster's, as gauges.
+
+    Jobs claim by ``scaling.slot-priority`` (higher first), then backlog pressure (more first), then
+    key; one held back because those before it took the free slots says so. Unknown slots (the
+    cluster's TaskManagers were not listed) hold nothing back.
+    """
+    budgets: dict[str, SlotBudget] = {}
+    for step in steps:
+        tm, job = step.sample.taskmanagers, step.job
+        if job.cluster not in budgets:
+            budgets[job.cluster] = SlotBudget(tm.slots_total, tm.slots_free)
+            if tm.slots_total > 0:
+                rec.metrics.cluster_slots.labels(job.cluster, "total").set(tm.slots_total)
+                rec.metrics.cluster_slots.labels(job.cluster, "free").set(tm.slots_free)
+        rec.metrics.job_slots.labels(job.cluster, job.name).set(required_slots(step.sample.topology))
+    rescales = [s for s in steps if s.outcome is None and s.decision is not None and s.decision.applies]
+    claimed = {id(step): _claim(step, budgets[step.job.cluster], rec) for step in sorted(rescales, key=_rank)}
+    return [claimed.get(id(step), step) for step in steps]
+
+
+def _rank(step: JobStep) -> tuple[int, float, str]:
+    """The order in which rescales claim free slots: priority, then backlog pressure, then job key."""
+    assert step.decision is not None
+    backlog = backlog_seconds(step.decision.evaluation)
+    return -step.sample.target.options.slot_priority, -backlog, step.job.key
+
+
+def _claim(step: JobStep, budget: SlotBudget, rec: TickRecord) -> JobStep:
+    decision, sample, job = step.decision, step.sample, step.job
+    assert decision is not None
+    if not budget.known:
+        return step
+    targets = {vid: c.target for vid, c in decision.changes.items()}
+    fit = fit_slots(sample.topology, targets, budget.free, sample.num_source_partitions)
+    mode = sample.target.options.insufficient_slots
+    rank = _rank(step)
+    who = f"{job.key} (priority {-rank[0]}, backlog {-rank[1]:.0f} s)"
+    if fit.fits:
+        budget.claim(fit, who)
+        return step
+    names = {v.id: v.name for v in sample.topology}
+    changes = {
+        vid: VertexChange(vid, c.current, fit.targets[vid])
+        for vid, c in decision.changes.items()
+        if fit.targets[vid] != c.current
+    }
+    grows = any(c.target > c.current for c in changes.values())
+    if mode is InsufficientSlots.IGNORE:
+        action, text = "ignored", f"{fit.numbers}: asking for all of it (scaling.insufficient-slots IGNORE)"
+    elif mode is InsufficientSlots.CAP and changes and grows:
+        asked = ", ".join(
+            f"{names.get(vid, vid)} {c.target} (wanted {targets[vid]})"
+            for vid, c in changes.items()
+            if c.target != targets[vid]
+        )
+        action, text = "capped", f"{fit.numbers}: {CAPPED_TEXT}, {asked}"
+    else:
+        action, text = "waited", f"{fit.numbers}: not rescaling until it fits"
+    # Held back by the jobs before it, or short even alone?
+    why = "claimed" if fit.needed <= fit.own + fit.free + budget.claimed else "short"
+    if budget.claims:
+        text += f"; before it this tick (scaling.slot-priority, then backlog): {', '.join(budget.claims)}"
+    options = sample.target.options
+    rec.metrics.slot_limited.labels(job.cluster, job.name, action, why).inc()
+    log.warning("rescale_slots_short", cluster=job.cluster, job=job.name, action=action, detail=text)
+    rec.job_event(job.key, options, Reason.SCALING_LIMITED, EventType.WARNING, text, key="slots")
+    if action == "waited":
+        rec.save(job.key, decision.state)
+        ended = JobOutcome(job, rec.now_ms, Reason.WAITING_FOR_SLOTS, text, decision, step.chain)
+        return replace(step, outcome=rec.outcome(ended))
+    budget.claim(fit, who)
+    if action == "ignored":
+        return step
+    detail = f"{describe_changes(changes, names)}; {text}"
+    return replace(step, decision=decision.with_changes(changes, Reason.SCALING, detail))
