@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from autoscaler.flink.client import FlinkClient
-from autoscaler.flink.errors import FlinkError, FlinkUnreachable
+from autoscaler.flink.errors import FlinkError, FlinkHTTPError, FlinkUnreachable
 from autoscaler.flink.models import JobOverview
 from autoscaler.model import JobRef, JobTarget, Unavailable
 from autoscaler.reasons import Reason
@@ -178,11 +178,21 @@ def _duplicate_names(jobs: list[JobOverview]) -> dict[str, int]:
 async def _job_configuration(
     client: FlinkClient, job: JobOverview, known: MutableMapping[str, Mapping[str, str]]
 ) -> Mapping[str, str] | FlinkError:
-    """The job's configuration: as read for its JobID before, else read now (and kept)."""
+    """The job's configuration: as read for its JobID before, else read now (and kept).
+
+    ``/jobs/:id/jobmanager/config`` is the configuration the JobManager runs the job with: the job's own
+    in an application cluster, but the cluster's in a session cluster, where a job's submitted options
+    (``-D``, a jar run's ``flinkConfiguration``) do not show. So the job's global job parameters
+    (``pipeline.global-job-parameters``, ``/jobs/:id/config``) are read too, and their
+    ``job.autoscaler.*`` keys win: the one place a session cluster's job can carry options of its own.
+    """
     if (conf := known.get(job.jid)) is not None:
         return conf
     try:
-        conf = await client.job_configuration(job.jid)
+        conf, parameters = await asyncio.gather(
+            client.job_configuration(job.jid), _global_job_parameters(client, job.jid)
+        )
+        conf = {**conf, **parameters}
     except FlinkError as err:
         log.warning(
             "job_config_fetch_failed", cluster=client.cluster, job_id=job.jid, job=job.name, error=str(err)
@@ -190,6 +200,18 @@ async def _job_configuration(
         return err
     known[job.jid] = conf
     return conf
+
+
+async def _global_job_parameters(client: FlinkClient, job_id: str) -> dict[str, str]:
+    """The ``job.autoscaler.*`` keys (either prefix) among the job's global job parameters; none on 404."""
+    try:
+        execution = await client.job_execution_config(job_id)
+    except FlinkHTTPError as err:
+        if err.status == 404:
+            return {}
+        raise
+    prefixes = (KEY_PREFIX, LEGACY_KEY_PREFIX)
+    return {str(k): str(v) for k, v in execution.user_config.items() if str(k).startswith(prefixes)}
 
 
 def _read_failure(target: JobTarget, err: FlinkError) -> Unavailable:

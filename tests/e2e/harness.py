@@ -583,8 +583,14 @@ class FlinkCluster:
         partitions: int = 8,
         checkpoint_ms: int = 2000,
         timeout_s: float = 120,
+        flink_config: Mapping[str, str] | None = None,
     ) -> LoadJob:
-        """Run the load job (nothing arrives until ``LoadJob.set_load``) and wait until all of it runs."""
+        """Run the load job (nothing arrives until ``LoadJob.set_load``) and wait until all of it runs.
+
+        ``flink_config``: the job's own configuration (``flinkConfiguration`` of the run request, FLIP-256).
+        A session cluster does not show it in ``/jobs/:id/jobmanager/config`` (that is the cluster's), so
+        a job's ``job.autoscaler.*`` keys go in ``pipeline.global-job-parameters``, which the daemon reads
+        from ``/jobs/:id/config``."""
         args = {
             "control": str(control),
             "name": name,
@@ -598,7 +604,11 @@ class FlinkCluster:
         response = self.rest.request(
             "POST",
             f"/jars/{jar_id}/run",
-            json={"entryClass": ENTRY_CLASS, "programArgsList": program_args},
+            json={
+                "entryClass": ENTRY_CLASS,
+                "programArgsList": program_args,
+                **({"flinkConfiguration": dict(flink_config)} if flink_config else {}),
+            },
             timeout=180,
         )
         body = response.json()
@@ -696,7 +706,9 @@ class LoadJob:
         values = self.rest.metric(base, names)
         return math.fsum(values.values()) if len(values) == len(names) else math.nan
 
-    def cancel(self, timeout_s: float = 90) -> None:
+    def cancel(self, timeout_s: float = 90, *, free_slots: bool = True) -> None:
+        """Cancel the job and wait until it ended; with ``free_slots``, also until every slot is free
+        again (leave it off while other jobs of the test still run: they hold theirs)."""
         with contextlib.suppress(Exception):
             self.rest.request("PATCH", f"/jobs/{self.job_id}", params={"mode": "cancel"})
 
@@ -704,6 +716,8 @@ class LoadJob:
             return self.rest.get(f"/jobs/{self.job_id}")["state"] in ("CANCELED", "FAILED", "FINISHED")
 
         wait_until(f"job {self.name} cancelled", ended, timeout_s)
+        if not free_slots:
+            return
         # The slots come back a moment later; the next job must find all of them free.
         total = self.cluster.options.slots
         wait_until(

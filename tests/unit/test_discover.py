@@ -31,6 +31,10 @@ ENABLED = AutoscalerOptions(enabled=True)
 @pytest.fixture
 def flink() -> Iterator[respx.MockRouter]:
     with respx.mock(base_url=BASE, assert_all_called=False) as router:
+        # Every job's global job parameters (/jobs/:id/config): none, as recorded, unless a test says.
+        router.get(url__regex=r".*/jobs/[0-9a-f]{32}/config$", name="execution_config").respond(
+            json=load_fixture("job_config.json")
+        )
         yield router
 
 
@@ -312,3 +316,43 @@ async def test_a_500_on_a_jobs_configuration_is_the_job_unread_this_tick_not_inv
     assert len(w.puts("a")) == 1  # the first tick's rescale only
     assert w.state.load("a/job-a") == before and "a/job-a" not in w.evaluator.forgotten
     assert report.cluster_errors == {} and report.for_job("job-b") is not None  # the other job goes on
+
+
+def execution_config(user_config: dict[str, str]) -> dict[str, Any]:
+    """The recorded /jobs/:id/config with these global job parameters."""
+    answer = copy.deepcopy(load_fixture("job_config.json"))
+    answer["execution-config"]["user-config"] = user_config
+    return answer
+
+
+async def test_a_session_clusters_job_carries_its_options_in_its_global_job_parameters(
+    flink: respx.MockRouter, client: FlinkClient
+) -> None:
+    """In a session cluster /jobs/:id/jobmanager/config is the cluster's configuration (the e2e cluster
+    shows none of a job's submitted options there); the job's global job parameters are its own."""
+    flink.get("/jobs/overview").respond(json={"jobs": [overview_job(JID, "a")]})
+    flink.get(f"/jobs/{JID}/jobmanager/config").respond(
+        json=job_conf({"job.autoscaler.enabled": "false", "job.autoscaler.scaling.slot-priority": "1"})
+    )
+    flink.routes["execution_config"].respond(
+        json=execution_config(
+            {
+                "job.autoscaler.enabled": "true",
+                "job.autoscaler.scaling.slot-priority": "10",
+                "some.user.parameter": "x",  # not ours: ignored
+            }
+        )
+    )
+    found = await discover(client, CLUSTER, AutoscalerOptions(), {})
+    (target,) = found.targets
+    assert target.options.enabled and target.options.slot_priority == 10
+
+
+async def test_a_job_without_an_execution_config_keeps_its_jobmanager_configuration(
+    flink: respx.MockRouter, client: FlinkClient
+) -> None:
+    flink.get("/jobs/overview").respond(json={"jobs": [overview_job(JID, "a")]})
+    flink.get(f"/jobs/{JID}/jobmanager/config").respond(json=job_conf({"job.autoscaler.enabled": "true"}))
+    flink.routes["execution_config"].respond(404, json={"errors": ["Not found"]})
+    (target,) = (await discover(client, CLUSTER, AutoscalerOptions(), {})).targets
+    assert target.options.enabled and target.options.slot_priority == 0

@@ -89,8 +89,10 @@ def config(view: View, *_: Any) -> Response:
 
 
 def job_jobmanager_config(view: View, params: Params, *_: Any) -> Response:
-    job = view.job(params["jobid"])
-    return 200, _key_values(_cluster_config(view.cluster) | dict(job.spec.job_config))
+    """In a session cluster, the cluster's configuration: a job's own options are not in it (Flink 2.3,
+    the e2e cluster); they are its global job parameters (``job_config``)."""
+    view.job(params["jobid"])  # 404 for an unknown job
+    return 200, _key_values(_cluster_config(view.cluster))
 
 
 def jobmanager_config(view: View, *_: Any) -> Response:

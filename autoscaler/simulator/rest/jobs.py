@@ -215,7 +215,7 @@ def job_config(view: View, params: Params, *_: Any) -> Response:
             "restart-strategy": "Cluster level default restart strategy",
             "job-parallelism": 1,
             "object-reuse-mode": False,
-            "user-config": {},
+            "user-config": dict(job.spec.job_config),  # its global job parameters
         },
     }
 
