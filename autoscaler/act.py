@@ -22,6 +22,8 @@ from autoscaler.decide import Decision, decide
 from autoscaler.durations import to_ms
 from autoscaler.evaluate.history import needed_capacity, record_metrics, trim_history, verify_last_scaling
 from autoscaler.evaluate.stage import Evaluated
+from autoscaler.events import EventType
+from autoscaler.memory_advice import advice_for
 from autoscaler.model import JobRef, JobSample
 from autoscaler.outcome import JobOutcome
 from autoscaler.plugins.api import PluginContext, ScalingExecutorPlugin
@@ -294,6 +296,10 @@ async def realize_jobs(
         record = ScalingRecord(rec.now_ms, change_map, metrics=metrics, needed_capacity=needed)
         scaled = decision.state.with_scaling(record, pending)
         rec.save(job.key, replace(scaled, history=trim_history(scaled.history, rec.now_ms, options)))
+        advice = advice_for(step.sample, desired)  # TaskManager memory: advised, never applied over REST
+        if advice is not None:
+            kind, text = Reason.CONFIGURATION_RECOMMENDATION, advice.text()
+            rec.job_event(job.key, options, kind, EventType.NORMAL, text, key="MemoryTuning")
         rec.realized(job, realized, desired)
         ended = JobOutcome(job, rec.now_ms, Reason.SCALING, decision.detail, decision, step.chain, realized)
         return replace(step, outcome=rec.outcome(ended))

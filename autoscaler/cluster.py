@@ -25,6 +25,7 @@ from autoscaler.collect import (
     FetchTiming,
     FetchWait,
     JobSlots,
+    MemoryUsage,
     MetricNameCache,
     NotRunning,
     await_fetch,
@@ -63,8 +64,6 @@ log = structlog.get_logger(__name__)
 
 _CONFIG_REFRESH_MS = 5 * 60_000
 _FETCH_PROBES = 3  # jobs tried in turn to watch for the tick's metric fetch (one that restarts fails)
-
-
 _JOBS_PER_REQUEST_SLOT = 4  # jobs collected at once per concurrent request (collect.JobSlots)
 
 
@@ -94,6 +93,7 @@ class ClusterSession:
     metric_fetch_interval_ms: int | None = None
     fetch_warning: str | None = None  # the warning last logged about it, to log it once (and on change)
     config_read_ms: int | None = None  # when /jobmanager/config was last read
+    memory_usage: MemoryUsage = field(default_factory=MemoryUsage)  # TaskManager memory over the window
     lease: ClusterLease = field(init=False)  # the cluster's leases (one per shard) this daemon holds
 
     def __post_init__(self) -> None:
@@ -190,10 +190,8 @@ class Clusters:
     # ------------------------------------------------------------------ discover + collect
     async def collect(self, rec: TickRecord, only_job: str | None = None) -> Collected:
         """Discover and sample every job of every cluster this daemon holds a lease of (of the shards it
-        holds), concurrently.
-
-        ``only_job`` (a job key) reads that job alone: the re-evaluation a cooldown scheduled.
-        """
+        holds), concurrently. ``only_job`` (a job key) reads that job alone: the re-evaluation a cooldown
+        scheduled."""
         sessions = [c for c in self.sessions if only_job is None or only_job.startswith(f"{c.name}/")]
         results = await asyncio.gather(*(self._collect_cluster(c, rec, only_job) for c in sessions))
         found = [item for batch, _ in results for item in batch]
@@ -275,8 +273,9 @@ class Clusters:
         each job's own reads: ``/jobs/:id`` and one query per vertex (``autoscaler.collect.fetch``)."""
         fetch_wait_s = cluster.settings.metric_fetch_wait.total_seconds() if self._fetch_wait else 0.0
         await self._await_fetch(cluster, targets, fetch_wait_s)
-        taskmanagers = await collect_taskmanagers(cluster.client, cluster.names)
-        taskmanagers = await fetch_taskmanager_resources(cluster.client, taskmanagers)  # for quota checks
+        tms = await collect_taskmanagers(cluster.client, cluster.names)
+        tms = await fetch_taskmanager_resources(cluster.client, tms)  # quota, slots, memory advice
+        taskmanagers = cluster.memory_usage.observe(tms, now_ms, to_ms(cluster.options.metrics_window))
         timing = FetchTiming(
             fetch_interval_ms=cluster.fetch_interval_ms,
             loop_interval_ms=to_ms(self.settings.control_loop_interval),

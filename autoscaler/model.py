@@ -27,6 +27,7 @@ __all__ = [
     "JobTarget",
     "JobTopology",
     "ScaleUpGain",
+    "TaskManagerMemory",
     "TaskManagerSample",
     "Unavailable",
     "VertexEvaluation",
@@ -167,6 +168,30 @@ class VertexSample:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskManagerMemory:
+    """One TaskManager's memory pools in bytes, as Flink reports them (``memoryConfiguration``)."""
+
+    process: int
+    framework_heap: int
+    task_heap: int
+    framework_off_heap: int
+    task_off_heap: int
+    network: int
+    managed: int
+    metaspace: int
+    overhead: int
+
+    @property
+    def heap(self) -> int:
+        return self.framework_heap + self.task_heap
+
+    @property
+    def flink(self) -> int:
+        """Total Flink memory: the process less metaspace and JVM overhead."""
+        return self.process - self.metaspace - self.overhead
+
+
+@dataclass(frozen=True, slots=True)
 class TaskManagerSample:
     """Cluster-level metrics for a job's tick (max over TaskManagers), and the TaskManagers' resources.
 
@@ -184,6 +209,13 @@ class TaskManagerSample:
     slots_per_tm: float = NAN  # taskmanager.numberOfTaskSlots (the mean if TaskManagers differ)
     slots_total: int = 0  # the cluster's slots, summed over TaskManagers (0: unknown)
     slots_free: int = 0  # of which no job holds one (Flink's freeSlots, summed)
+    memory: TaskManagerMemory | None = None  # one TaskManager's pools (memoryConfiguration)
+    managed_used: float = NAN  # Status.Flink.Memory.Managed.Used, max over TaskManagers
+    metaspace_used: float = NAN  # Status.JVM.Memory.Metaspace.Used, max over TaskManagers
+    # The three usages' averages over the cluster's metrics.window (collect.taskmanagers.MemoryUsage)
+    heap_used_avg: float = NAN
+    managed_used_avg: float = NAN
+    metaspace_used_avg: float = NAN
 
     @property
     def heap_usage_ratio(self) -> float:

@@ -22,6 +22,8 @@ class Reason(StrEnum):
     SCALING_VETOED = "ScalingVetoed"
     AUTOSCALER_ERROR = "AutoscalerError"
     OPTIONS_VALIDATION = "AutoScaler Options Validation"
+    # The memory advice for a rescale (the reference's memory tuning: key MemoryTuning). An event only.
+    CONFIGURATION_RECOMMENDATION = "Configuration recommendation"
 
     # Ours.
     SCALING_CONFIRMED = "ScalingConfirmed"

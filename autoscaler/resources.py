@@ -28,7 +28,7 @@ import structlog
 
 from autoscaler.flink.errors import FlinkError
 from autoscaler.flink.models import TaskManagerInfo
-from autoscaler.model import JobTopology, TaskManagerSample, VertexId
+from autoscaler.model import JobTopology, TaskManagerMemory, TaskManagerSample, VertexId
 
 if TYPE_CHECKING:
     from autoscaler.flink.client import FlinkClient
@@ -40,6 +40,7 @@ __all__ = [
     "required_slots",
     "required_taskmanagers",
     "slot_groups",
+    "taskmanager_memory",
     "taskmanager_resources",
     "with_taskmanager_resources",
 ]
@@ -84,6 +85,27 @@ def taskmanager_resources(taskmanagers: Sequence[TaskManagerInfo]) -> TaskManage
     return TaskManagerResources(n, cpu_per_tm, memory_per_tm, slots_per_tm, sum(slots), min(free, sum(slots)))
 
 
+def taskmanager_memory(taskmanagers: Sequence[TaskManagerInfo]) -> TaskManagerMemory | None:
+    """One TaskManager's memory pools (the first that reports them all: a cluster's TaskManagers
+    normally share one spec), for the memory advice; None when none does."""
+    for tm in taskmanagers:
+        pools = (
+            tm.total_process_memory,
+            tm.framework_heap,
+            tm.task_heap,
+            tm.framework_off_heap,
+            tm.task_off_heap,
+            tm.network_memory,
+            tm.managed_memory,
+            tm.jvm_metaspace,
+            tm.jvm_overhead,
+        )
+        known = [p for p in pools if p is not None and p >= 0]
+        if len(known) == len(pools) and known[0] > 0:
+            return TaskManagerMemory(*known)
+    return None
+
+
 def with_taskmanager_resources(
     sample: TaskManagerSample, taskmanagers: Sequence[TaskManagerInfo]
 ) -> TaskManagerSample:
@@ -91,6 +113,7 @@ def with_taskmanager_resources(
     r = taskmanager_resources(taskmanagers)
     return replace(
         sample,
+        memory=taskmanager_memory(taskmanagers),
         count=r.count,
         cpu_cores_per_tm=r.cpu_per_tm,
         memory_per_tm=r.memory_per_tm,

@@ -197,7 +197,12 @@ def _options_section() -> str:
             f"prefix `{LEGACY_KEY_PREFIX}`; on overlap the `{KEY_PREFIX}` prefix wins, and a canonical",
             "key wins over its deprecated spelling. Set them in the daemon's `autoscaler:` section, a",
             "cluster's `autoscaler:` section, or the job's own Flink configuration (lowest to highest",
-            "precedence), as flat dotted keys or nested YAML. Lists are YAML lists or `;`-separated strings",
+            "precedence), as flat dotted keys or nested YAML. The job's own configuration is what",
+            "`/jobs/:id/jobmanager/config` shows (an application cluster's configuration), overridden by the",
+            "`job.autoscaler.*` keys among its global job parameters (`/jobs/:id/config`): a session cluster",
+            "shows only its own configuration there, so a job in one carries its options as",
+            "`-Dpipeline.global-job-parameters=job.autoscaler.scaling.slot-priority:10,...` (or",
+            "`setGlobalJobParameters`). Lists are YAML lists or `;`-separated strings",
             "(`,` also separates when there is no `;`, except in `excluded.periods`, whose crons use `,`).",
             "A job whose effective options are invalid is skipped with an `AutoScaler Options Validation`",
             "Warning event naming the key; the other jobs carry on. An invalid value in the daemon's own",
@@ -346,11 +351,24 @@ missing) never block. Differences from the reference, each towards a correct cou
 (the reference looks only at the changed ones), TaskManagers are rounded up (the reference divides
 integers), and a vertex without a known slot-sharing group shares Flink's default group.
 
-## Memory tuning
+## Memory tuning: advice
 
-`job.autoscaler.memory.tuning.*` keys are accepted for compatibility and validated (the overhead range
-only while tuning is enabled), but TaskManager memory cannot be changed over Flink's REST API, so they
-have no effect, as in the reference's standalone autoscaler.
+TaskManager memory cannot be changed over Flink's REST API, so the daemon advises instead: every
+rescale it asks for comes with a `Configuration recommendation` Normal event (key `MemoryTuning`, at
+most once per `scaling.event.interval`), which `explain` shows among the job's events. It is the
+reference's memory tuning (`autoscaler/memory_advice.py`): from each TaskManager's current process size,
+the pools kept as they are (framework and task off-heap, JVM overhead), network memory for every channel
+of every vertex at its new parallelism (2 buffers per channel and 8 floating per gate of 32 KiB, per
+slot), metaspace and heap at the TaskManagers' usage averaged over the cluster's `metrics.window` (max
+over TaskManagers) plus `memory.tuning.overhead`, then managed memory: none if the job uses none, all
+that is left with `memory.tuning.maximize-managed-memory`, else as it is; with
+`memory.tuning.scale-down-compensation.enabled` the heap grows by how many times fewer TaskManagers the
+job needs. The advice never exceeds the current process size. It lists the `taskmanager.memory.*` keys
+to set (process size, managed and JVM-overhead fractions, network min/max, metaspace, framework heap 0)
+and those to remove; whoever deploys the TaskManagers applies it. Unlike the reference, the spec is what
+Flink reports it runs with (`GET /taskmanagers`, `memoryConfiguration`), and the TaskManagers a job
+needs count its slot-sharing groups. `memory.tuning.enabled` changes nothing (its overhead range is
+validated only when it is true, as in the reference).
 
 """
 

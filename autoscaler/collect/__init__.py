@@ -11,7 +11,7 @@ because it is one conversation with Flink's lazy metric store, in modules by wha
 - ``names``: the metric-name cache (only listed names are ever queried);
 - ``vertices``: one vertex's query, its answer as a ``VertexSample``, the rate arithmetic;
 - ``custom``: the custom metrics the job's metric providers declared (NaN when unreadable);
-- ``taskmanagers``: the cluster-wide TaskManager sample.
+- ``taskmanagers``: the cluster-wide TaskManager sample, and its memory usage over the window.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from autoscaler.collect.freshness import (
 )
 from autoscaler.collect.job import WARM_UP_PAUSE_S, JobSlots, collect
 from autoscaler.collect.names import MetricNameCache
-from autoscaler.collect.taskmanagers import collect_taskmanagers
+from autoscaler.collect.taskmanagers import MemoryUsage, collect_taskmanagers
 from autoscaler.collect.vertices import VERTEX_AGGREGATES, observed_true_processing_rate
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "FetchTiming",
     "FetchWait",
     "JobSlots",
+    "MemoryUsage",
     "MetricNameCache",
     "NotRunning",
     "await_fetch",

@@ -87,6 +87,19 @@ class DashboardConfig(_Payload):
     flink_version: str = Field("", alias="flink-version")
 
 
+# memoryConfiguration key -> TaskManagerInfo field
+_MEMORY_POOLS = {
+    "frameworkHeap": "framework_heap",
+    "taskHeap": "task_heap",
+    "frameworkOffHeap": "framework_off_heap",
+    "taskOffHeap": "task_off_heap",
+    "networkMemory": "network_memory",
+    "managedMemory": "managed_memory",
+    "jvmMetaspace": "jvm_metaspace",
+    "jvmOverhead": "jvm_overhead",
+}
+
+
 class TaskManagerInfo(_Payload):
     """One entry of ``GET /taskmanagers`` (or ``GET /taskmanagers/:id``), flattened."""
 
@@ -96,6 +109,15 @@ class TaskManagerInfo(_Payload):
     cpu_cores: float = math.nan  # totalResource.cpuCores: what Flink may hand out, not the host's cores
     physical_memory: int | None = None  # hardware.physicalMemory (bytes)
     total_process_memory: int | None = None  # memoryConfiguration.totalProcessMemory (bytes)
+    # memoryConfiguration's pools, bytes (None when not reported): the memory advice's spec
+    framework_heap: int | None = None
+    task_heap: int | None = None
+    framework_off_heap: int | None = None
+    task_off_heap: int | None = None
+    network_memory: int | None = None
+    managed_memory: int | None = None
+    jvm_metaspace: int | None = None
+    jvm_overhead: int | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -112,6 +134,7 @@ class TaskManagerInfo(_Payload):
             "cpu_cores": flink_float(resource.get("cpuCores")),
             "physical_memory": hardware.get("physicalMemory"),
             "total_process_memory": memory.get("totalProcessMemory"),
+            **{field: memory.get(key) for key, field in _MEMORY_POOLS.items()},
         }
 
 

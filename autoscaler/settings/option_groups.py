@@ -297,22 +297,26 @@ class FeatureOptions(BaseModel):
     memory_tuning_enabled: bool = Field(
         False,
         validation_alias=_k("memory.tuning.enabled"),
-        description="Accepted for compatibility; TaskManager memory cannot be changed over Flink's REST API.",
+        description="Accepted for compatibility: TaskManager memory cannot be changed over Flink's REST API, "
+        "so every rescale comes with the advice instead (a Configuration recommendation event), whatever "
+        "this says.",
     )
     memory_tuning_scale_down_compensation_enabled: bool = Field(
         True,
         validation_alias=_k("memory.tuning.scale-down-compensation.enabled"),
-        description="Accepted for compatibility; memory tuning cannot be applied over REST.",
+        description="The memory advice grows the heap by how many times fewer TaskManagers a rescale needs.",
     )
     memory_tuning_overhead: float = Field(
         0.2,
         validation_alias=_k("memory.tuning.overhead"),
-        description="Accepted for compatibility; memory tuning cannot be applied over REST.",
+        description="Headroom the memory advice adds to the heap and metaspace the TaskManagers used over "
+        "the metric window.",
     )
     memory_tuning_maximize_managed_memory: bool = Field(
         False,
         validation_alias=_k("memory.tuning.maximize-managed-memory"),
-        description="Accepted for compatibility; memory tuning cannot be applied over REST.",
+        description="The memory advice gives managed memory, if the job uses any, all that the other "
+        "pools leave of the TaskManager's current size.",
     )
     key_group_partitions_adjust_mode: Annotated[str | None, BeforeValidator(upper)] = Field(
         None,

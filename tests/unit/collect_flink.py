@@ -74,7 +74,9 @@ class FakeFlink:
             },
         }
         self.tm_listing = _names("tm_metrics_names.json")
-        self.tm_values = _values("tm_metrics.json")
+        # The recorded answer asked for no metaspace; the listing has it, so the test wires a value.
+        metaspace = {"max": 58_000_000.0, "avg": 56_000_000.0, "sum": 112_000_000.0}
+        self.tm_values = {**_values("tm_metrics.json"), "Status.JVM.Memory.Metaspace.Used": metaspace}
         self.listed: Counter[str] = Counter()  # name listings per vertex id ("tm" for TaskManagers)
         self.queried: list[tuple[str, list[str]]] = []
         self.details_reads = 0  # GET /jobs/:id

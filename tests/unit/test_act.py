@@ -307,3 +307,20 @@ async def test_a_job_flink_runs_below_its_request_keeps_the_request_and_is_not_a
     assert "Work at 8 of the 12 asked" in limited.message
     short = {"cluster": "a", "job": "job-a"}
     assert w.metrics.registry.get_sample_value("flink_autoscaler_job_slots_short_of_request", short) == 4
+
+
+async def test_a_rescale_comes_with_the_taskmanager_memory_advice():
+    w = World(StubEvaluator({"Work": 3}))
+    await w.tick()
+    (advice,) = [e for e in w.events.events("a/job-a") if e.reason is Reason.CONFIGURATION_RECOMMENDATION]
+    assert advice.key == "MemoryTuning" and str(advice.type) == "Normal"
+    assert "taskmanager.memory.process.size: " in advice.message
+    assert "taskmanager.memory.jvm-metaspace.size: " in advice.message
+    assert "a standalone daemon cannot redeploy TaskManagers" in advice.message
+    assert "taskmanager.memory.managed.fraction: 0.0\n" in advice.message  # the simulated job uses none
+
+
+async def test_no_rescale_no_memory_advice():
+    w = World(StubEvaluator({}))
+    await w.tick()
+    assert Reason.CONFIGURATION_RECOMMENDATION not in w.events.reasons("a/job-a")

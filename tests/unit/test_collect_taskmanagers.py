@@ -11,7 +11,7 @@ from collect_flink import (
     FakeFlink,
 )
 
-from autoscaler.collect import MetricNameCache, collect_taskmanagers
+from autoscaler.collect import MemoryUsage, MetricNameCache, collect_taskmanagers
 from autoscaler.flink.client import FlinkClient
 from autoscaler.model import TaskManagerSample
 
@@ -23,7 +23,12 @@ async def test_taskmanager_sample_from_the_recorded_answer(fake: FakeFlink, clie
     cache = MetricNameCache()
     tms = await collect_taskmanagers(client, cache)
     assert tms == TaskManagerSample(
-        gc_time_ms_per_s=0.0, heap_used=150132896.0, heap_max=436207616.0, cpu_load_avg=0.01971557853910795
+        gc_time_ms_per_s=0.0,
+        heap_used=150132896.0,
+        heap_max=436207616.0,
+        cpu_load_avg=0.01971557853910795,
+        managed_used=0.0,
+        metaspace_used=58_000_000.0,  # the max over TaskManagers, as the reference reads it
     )
     [(_, names)] = fake.queried
     assert "Status.JVM.GarbageCollector.All.TimeMsPerSecond" in names
@@ -53,3 +58,19 @@ async def test_taskmanager_empty_answer_is_all_nan_and_relists(fake: FakeFlink, 
     assert math.isnan((await collect_taskmanagers(client, cache)).heap_used)
     assert (await collect_taskmanagers(client, cache)).heap_used == 150132896.0
     assert fake.listed["tm"] == 2
+
+
+def test_memory_usage_averages_the_cluster_window_of_each_max_over_taskmanagers() -> None:
+    usage = MemoryUsage()
+    first = usage.observe(
+        TaskManagerSample(heap_used=100.0, managed_used=0.0, metaspace_used=10.0), 0, 60_000
+    )
+    assert (first.heap_used_avg, first.managed_used_avg, first.metaspace_used_avg) == (100.0, 0.0, 10.0)
+    usage.observe(
+        TaskManagerSample(heap_used=300.0, managed_used=math.nan, metaspace_used=20.0), 30_000, 60_000
+    )
+    late = usage.observe(TaskManagerSample(heap_used=500.0, metaspace_used=30.0), 70_000, 60_000)
+    # The sample at 0 left the window; NaN (unread) values count for nothing.
+    assert (late.heap_used_avg, late.metaspace_used_avg) == (400.0, 25.0) and math.isnan(
+        late.managed_used_avg
+    )
