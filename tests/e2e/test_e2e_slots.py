@@ -10,7 +10,9 @@ numbers and the job that took the slots. Still short of what it needs, it then w
 after tick instead of asking again. Flink runs exactly what was asked, within its eight slots.
 
 Both loads change at once, so both windows restart at the same sample and both jobs decide in the same
-tick (the metric fetch is cluster-wide): that tick is where the arbitration happens.
+tick (the metric fetch is cluster-wide): that tick is where the arbitration happens. The 30 s window
+keeps the scenario near four minutes; its rates may be off by a subtask's worth, which changes how the
+slots are shared, not who claims first, so the test asserts the sharing, not the parallelisms.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ pytestmark = pytest.mark.e2e
 BASE = {
     "job.autoscaler.enabled": "true",
     "job.autoscaler.stabilization.interval": "30 s",
-    "job.autoscaler.metrics.window": "60 s",
+    "job.autoscaler.metrics.window": "30 s",  # no parallelism is asserted, only who gets the slots
     "job.autoscaler.utilization.target": "0.7",
 }
 RATE = 4000
