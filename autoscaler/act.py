@@ -32,7 +32,7 @@ from autoscaler.plugins.configured import ConfiguredChain, PluginInstances
 from autoscaler.realize import confirm, realize
 from autoscaler.reasons import Reason
 from autoscaler.record import TickRecord
-from autoscaler.slot_fit import below_request, slots_short_of_request
+from autoscaler.slot_fit import below_request, below_text, slots_short_of_request
 from autoscaler.state import JobState, PendingRescale, ScalingRecord
 from autoscaler.state.tick import Loaded
 
@@ -178,8 +178,7 @@ def _standing_request(
     if len(kept) == len(decision.changes):
         return decision
     names = {v.id: v.name for v in sample.topology}
-    runs = ", ".join(f"{names.get(v, v)} at {now} of the {asked} asked" for v, (now, asked) in below.items())
-    text = f"Flink runs {runs} (too few free slots): the request stands"
+    text = f"Flink runs {below_text(below, names)} (too few free slots): the request stands"
     if kept:
         return decision.with_changes(kept, Reason.SCALING, f"{decision.detail}; {text}")
     return decision.with_changes(decision.changes, Reason.WAITING_FOR_SLOTS, text)

@@ -48,7 +48,8 @@ def claim_slots(steps: Sequence[JobStep], rec: TickRecord) -> list[JobStep]:
                 rec.metrics.cluster_slots.labels(job.cluster, "free").set(tm.slots_free)
         rec.metrics.job_slots.labels(job.cluster, job.name).set(required_slots(step.sample.topology))
     rescales = [s for s in steps if s.outcome is None and s.decision is not None and s.decision.applies]
-    claimed = {id(step): _claim(step, budgets[step.job.cluster], rec) for step in sorted(rescales, key=_rank)}
+    ranked = sorted((_rank(step), step) for step in rescales)
+    claimed = {id(step): _claim(step, rank, budgets[step.job.cluster], rec) for rank, step in ranked}
     return [claimed.get(id(step), step) for step in steps]
 
 
@@ -59,7 +60,7 @@ def _rank(step: JobStep) -> tuple[int, float, str]:
     return -step.sample.target.options.slot_priority, -backlog, step.job.key
 
 
-def _claim(step: JobStep, budget: SlotBudget, rec: TickRecord) -> JobStep:
+def _claim(step: JobStep, rank: tuple[int, float, str], budget: SlotBudget, rec: TickRecord) -> JobStep:
     decision, sample, job = step.decision, step.sample, step.job
     assert decision is not None
     if not budget.known:
@@ -67,7 +68,6 @@ def _claim(step: JobStep, budget: SlotBudget, rec: TickRecord) -> JobStep:
     targets = {vid: c.target for vid, c in decision.changes.items()}
     fit = fit_slots(sample.topology, targets, budget.free, sample.num_source_partitions)
     mode = sample.target.options.insufficient_slots
-    rank = _rank(step)
     who = f"{job.key} (priority {-rank[0]}, backlog {-rank[1]:.0f} s)"
     if fit.fits:
         budget.claim(fit, who)

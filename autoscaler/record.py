@@ -42,6 +42,7 @@ from autoscaler.record_texts import (
     verification_text,
 )
 from autoscaler.settings import AutoscalerOptions
+from autoscaler.slot_fit import below_text
 from autoscaler.state import JobState, PendingRescale, ScalingRecord
 
 __all__ = ["TickRecord", "changes_key", "report_text"]
@@ -179,11 +180,9 @@ class TickRecord:
     def confirmed(self, job: JobRef, result: Confirmation, names: dict[str, str]) -> None:
         got = ", ".join(f"{names.get(v, v)} {p}" for v, p in result.actual.items())
         if result.capped:
-            short = ", ".join(
-                f"{names.get(v, v)} at {p} of the {result.asked[v]} asked"
-                for v, p in result.actual.items()
-                if v in result.asked and p < result.asked[v]
-            )
+            asked = result.asked
+            below = {v: (p, asked[v]) for v, p in result.actual.items() if v in asked and p < asked[v]}
+            short = below_text(below, names)
             text = (
                 f"Flink runs {short or got} (too few free slots): the request stands, and Flink scales "
                 "the job to it as slots come"

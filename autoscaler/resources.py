@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "TaskManagerResources",
     "fetch_taskmanager_resources",
+    "group_slots",
     "quota_exceeded",
     "required_slots",
     "required_taskmanagers",
@@ -142,17 +143,23 @@ def slot_groups(topology: JobTopology) -> dict[VertexId, str]:
     return {v.id: v.slot_sharing_group or _DEFAULT_GROUP for v in topology}
 
 
-def required_slots(topology: JobTopology, parallelism: Mapping[VertexId, int] | None = None) -> int:
-    """Slots the job needs: per slot-sharing group the highest parallelism, summed over groups.
+def group_slots(topology: JobTopology, parallelism: Mapping[VertexId, int] | None = None) -> dict[str, int]:
+    """Slots each slot-sharing group needs: the highest parallelism among its vertices.
 
     ``parallelism`` overrides the topology's current values for the vertices it names.
     """
     overrides = parallelism or {}
     per_group: dict[str, int] = {}
-    for v in topology:
-        group = v.slot_sharing_group or _DEFAULT_GROUP
-        per_group[group] = max(per_group.get(group, 0), overrides.get(v.id, v.parallelism))
-    return sum(per_group.values())
+    for vid, group in slot_groups(topology).items():
+        p = overrides.get(vid, topology.vertices[vid].parallelism)
+        per_group[group] = max(per_group.get(group, 0), p)
+    return per_group
+
+
+def required_slots(topology: JobTopology, parallelism: Mapping[VertexId, int] | None = None) -> int:
+    """Slots the job needs: per slot-sharing group the highest parallelism, summed over groups
+    (:func:`group_slots`)."""
+    return sum(group_slots(topology, parallelism).values())
 
 
 def required_taskmanagers(slots: int, slots_per_tm: float) -> int:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from autoscaler.evaluate.scaler import alignment_applies
 from autoscaler.model import JobEvaluation, JobTopology, VertexId, frozen_map
-from autoscaler.resources import required_slots, slot_groups
+from autoscaler.resources import group_slots, required_slots, slot_groups
 
 __all__ = [
     "CAPPED_TEXT",
@@ -38,6 +38,7 @@ __all__ = [
     "SlotFit",
     "backlog_seconds",
     "below_request",
+    "below_text",
     "fit_slots",
     "slots_short_of_request",
 ]
@@ -106,12 +107,10 @@ def fit_slots(
     groups in proportion to their growth, by largest remainder (ties by group name), each getting at
     most what it asked for; a group never goes below the slots it holds.
     """
-    own = required_slots(topology)
-    needed = required_slots(topology, targets)
+    current, wanted = group_slots(topology), group_slots(topology, targets)
+    own, needed = sum(current.values()), sum(wanted.values())
     if needed <= own + free:
         return SlotFit(own, needed, free, targets, needed)
-    current = _group_slots(topology, {})
-    wanted = _group_slots(topology, targets)
     growing = {g: wanted[g] - current[g] for g in wanted if wanted[g] > current[g]}
     room = own + free - sum(wanted[g] for g in wanted if g not in growing) - sum(current[g] for g in growing)
     shares = _shares(growing, max(0, room))
@@ -131,14 +130,6 @@ def fit_slots(
             cap = _even_below(cap, vertex.parallelism, units or vertex.max_parallelism)
         trimmed[vid] = cap
     return SlotFit(own, needed, free, trimmed, required_slots(topology, trimmed))
-
-
-def _group_slots(topology: JobTopology, targets: Mapping[VertexId, int]) -> dict[str, int]:
-    groups = slot_groups(topology)
-    out: dict[str, int] = {}
-    for v in topology:
-        out[groups[v.id]] = max(out.get(groups[v.id], 0), targets.get(v.id, v.parallelism))
-    return out
 
 
 def _shares(wants: Mapping[str, int], room: int) -> dict[str, int]:
@@ -172,6 +163,13 @@ def below_request(topology: JobTopology, asked: Mapping[VertexId, int]) -> dict[
         if vertex is not None and vertex.parallelism < wanted:
             out[vid] = (vertex.parallelism, wanted)
     return out
+
+
+def below_text(below: Mapping[VertexId, tuple[int, int]], names: Mapping[VertexId, str]) -> str:
+    """``Work at 8 of the 12 asked``, per vertex of :func:`below_request`: how events and decisions say it."""
+    return ", ".join(
+        f"{names.get(v, v)} at {running} of the {asked} asked" for v, (running, asked) in below.items()
+    )
 
 
 def slots_short_of_request(topology: JobTopology, below: Mapping[VertexId, tuple[int, int]]) -> int:
