@@ -210,6 +210,14 @@ class SimVertexSpec(_Spec):
         default=True,
         description="False: a source reader not built on SourceReaderBase, whose numRecordsIn stays 0",
     )
+    hot_key_share: float = Field(
+        default=0.0,
+        ge=0.0,
+        lt=1.0,
+        description="share of the vertex's input that carries one hot key: it all goes to subtask 0, the "
+        "rest is spread evenly over every subtask (a keyed vertex whose load sits on one subtask; more "
+        "parallelism cannot spread it)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> SimVertexSpec:
@@ -250,6 +258,12 @@ class SimJobSpec(_Spec):
             if edge.source == edge.target or (edge.source, edge.target) in seen:
                 raise ValueError(f"edge {edge.source} -> {edge.target} is a self-loop or a duplicate")
             seen.add((edge.source, edge.target))
+        targets = {edge.target for edge in self.edges}
+        for vertex in self.vertices:
+            if vertex.hot_key_share > 0 and vertex.name not in targets:
+                raise ValueError(
+                    f"vertex {vertex.name!r} is a source (it has no inputs): it cannot set hot_key_share"
+                )
         self.topological_order()  # raises on a cycle
         return self
 

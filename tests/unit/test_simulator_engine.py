@@ -447,6 +447,14 @@ def test_job_spec_validation() -> None:
         SimVertexSpec(name="a", capacity_per_subtask=1, vertex_id="xyz")
     with pytest.raises(ValidationError, match="exceeds max_parallelism"):
         SimVertexSpec(name="a", capacity_per_subtask=1, parallelism=9, max_parallelism=8)
+    hot = SimVertexSpec(name="b", capacity_per_subtask=1, hot_key_share=0.5)
+    with pytest.raises(ValidationError, match=r"'b' is a source .* cannot set hot_key_share"):
+        SimJobSpec(name="j", vertices=[vertex, hot], input_rate=1)  # b has no inputs
+    assert SimJobSpec(
+        name="j", vertices=[vertex, hot], edges=[SimEdgeSpec(source="a", target="b")], input_rate=1
+    )
+    with pytest.raises(ValidationError, match="less than 1"):
+        SimVertexSpec(name="b", capacity_per_subtask=1, hot_key_share=1.0)
 
 
 def test_named_scenarios_build(clock: FakeClock) -> None:

@@ -121,6 +121,7 @@ class SimJob:
 
         self.tasks: dict[str, _TaskCounters] = {}
         self.gains: dict[str, float] = {}
+        self.hottest: dict[str, float] = {}  # each vertex's largest subtask weight (1 without a hot key)
         self.max_emission_rate = 0.0
         self._start_tasks()
 
@@ -158,6 +159,16 @@ class SimJob:
         run on (its own and the cluster's free ones)."""
         return {name: min(self.requirements[self.vertex_ids[name]][1], slots) for name in self.order}
 
+    def weights(self, name: str) -> tuple[float, ...]:
+        """Each subtask's share of the vertex's records times its parallelism (they average 1): subtask 0
+        takes the hot key's share on top of its even part of the rest; all 1 without a hot key."""
+        p = self.parallelism[name]
+        hot = self.vertex_specs[name].hot_key_share
+        if not hot:
+            return (1.0,) * p
+        rest = 1.0 - hot
+        return (hot * p + rest, *([rest] * (p - 1)))
+
     def _start_tasks(self) -> None:
         """New task attempts: fresh counters and meters, and the flow model for the new parallelism."""
         self.tasks = {name: _TaskCounters() for name in self.order}
@@ -172,8 +183,12 @@ class SimJob:
                 total += gains[edge.source] * self.vertex_specs[edge.source].output_ratio * fan_out
             gains[name] = total
         self.gains = gains
+        self.hottest = {name: max(self.weights(name)) for name in self.order}
+        # A vertex saturates with its busiest subtask: p * capacity / w_max (p * capacity without a hot key).
         self.max_emission_rate = min(
-            self.parallelism[name] * self.vertex_specs[name].capacity_per_subtask / gain
+            self.parallelism[name]
+            * self.vertex_specs[name].capacity_per_subtask
+            / (gain * self.hottest[name])
             for name, gain in gains.items()
             if gain > 0
         )
@@ -192,11 +207,13 @@ class SimJob:
         self.backlog = max(0.0, available - emitted)
         self.source_records_read += emitted
 
-        utilization: dict[str, float] = {}
+        utilization: dict[str, float] = {}  # averaged over subtasks
+        saturated: set[str] = set()  # where the busiest subtask is saturated
         for name in self.order:
             capacity = self.parallelism[name] * self.vertex_specs[name].capacity_per_subtask * dt_s
             utilization[name] = min(1.0, self.gains[name] * emitted / capacity)
-        saturated = {name for name, u in utilization.items() if u >= _SATURATED}
+            if utilization[name] * self.hottest[name] >= _SATURATED:
+                saturated.add(name)
         for name in self.order:
             u = utilization[name]
             task = self.tasks[name]

@@ -7,6 +7,9 @@ metrics are scoped by its name with spaces and colons turned into underscores.
 
 from __future__ import annotations
 
+import itertools
+import math
+
 from autoscaler.simulator.engine.job import SimJob
 from autoscaler.simulator.engine.store import CHECKPOINT_DURATION_MS, JobMetrics, MetricValue
 from autoscaler.simulator.spec import SimVertexSpec
@@ -26,6 +29,36 @@ def _split_int(total: float, parts: int) -> list[int]:
     """``int(total)`` cut into ``parts`` near-equal integers that sum back to it."""
     whole = max(0, int(total))
     return [(whole * (i + 1)) // parts - (whole * i) // parts for i in range(parts)]
+
+
+def _split_weighted(total: float, weights: tuple[float, ...]) -> list[int]:
+    """``int(total)`` cut in proportion to ``weights`` into integers that sum back to it (``_split_int``'s
+    near-equal cut when the weights are all equal)."""
+    if len(set(weights)) <= 1:
+        return _split_int(total, len(weights))
+    whole = max(0, int(total))
+    scale = sum(weights)
+    bounds = [0]
+    running = 0.0
+    for weight in weights[:-1]:
+        running += weight
+        bounds.append(min(whole, max(bounds[-1], int(whole * running / scale))))
+    bounds.append(whole)
+    return [hi - lo for lo, hi in itertools.pairwise(bounds)]
+
+
+def _time_split(
+    busy: float, bp: float, idle: float, weight: float, span: float
+) -> tuple[float, float, float]:
+    """One subtask's share of a vertex's average busy/back-pressured/idle time over ``span`` (1000 for the
+    per-second gauges): busy times ``weight``, the rest of ``span`` back-pressured and idle in the
+    vertex's proportion (all idle when the vertex has neither)."""
+    if math.isnan(busy):  # a legacy source's: no busy time to weigh
+        return busy, bp, idle
+    busy_i = min(span, busy * weight)
+    rest = span - busy_i
+    bp_i = rest * bp / (bp + idle) if bp + idle > 0 else 0.0
+    return busy_i, bp_i, rest - bp_i
 
 
 def report(job: SimJob, now_ms: int) -> JobMetrics:
@@ -89,11 +122,13 @@ def subtask_metrics(job: SimJob, name: str) -> tuple[dict[str, MetricValue], ...
 
     busy: float = float("nan") if spec.legacy_source else 1000.0 - min(task.idle_gauge + task.bp_gauge, 1000)
     acc_busy: float = float("nan") if spec.legacy_source else task.busy_ms / p
+    weights = job.weights(name)  # a hot key's subtask 0 gets more than its 1/p of every record and rate
+    hottest = max(weights)
     in_rate, out_rate = task.in_rate / p, task.out_rate / p
     task_in_rate = 0.0 if is_source else in_rate
-    task_in = [0] * p if is_source else _split_int(task.records_in, p)
-    task_out = _split_int(task.records_out, p)
-    ops_in = _split_int(task.records_in, p)
+    task_in = [0] * p if is_source else _split_weighted(task.records_in, weights)
+    task_out = _split_weighted(task.records_out, weights)
+    ops_in = _split_weighted(task.records_in, weights)
     common: dict[str, MetricValue] = {
         "busyTimeMsPerSecond": busy,
         "backPressuredTimeMsPerSecond": task.bp_gauge,
@@ -155,7 +190,22 @@ def subtask_metrics(job: SimJob, name: str) -> tuple[dict[str, MetricValue], ...
     )
     result: list[dict[str, MetricValue]] = []
     for i in range(p):
+        w = weights[i]
         metrics = dict(common)
+        if w != 1.0:
+            metrics.update(_weighted_times(job, name, busy, acc_busy, w))
+        in_rate_i, out_rate_i, task_in_rate_i = in_rate * w, out_rate * w, task_in_rate * w
+        metrics["numRecordsInPerSecond"] = task_in_rate_i
+        metrics["numRecordsOutPerSecond"] = out_rate_i
+        for key in (
+            "numBytesInPerSecond",
+            "numBytesInLocalPerSecond",
+            "Shuffle.Netty.Input.numBytesInLocalPerSecond",
+        ):
+            metrics[key] = task_in_rate_i * BYTES_PER_RECORD
+        metrics["numBytesOutPerSecond"] = out_rate_i * BYTES_PER_RECORD
+        hot_and_saturated = task.saturated_now and not is_source and w == hottest
+        metrics["Shuffle.Netty.Input.Buffers.inPoolUsage"] = 1.0 if hot_and_saturated else 0.0
         metrics["numRecordsIn"] = task_in[i]
         metrics["numRecordsOut"] = task_out[i]
         metrics["numBytesIn"] = task_in[i] * BYTES_PER_RECORD
@@ -164,14 +214,16 @@ def subtask_metrics(job: SimJob, name: str) -> tuple[dict[str, MetricValue], ...
         metrics["numBytesOut"] = task_out[i] * BYTES_PER_RECORD
         for k, op in enumerate(operators):
             last = k == len(operators) - 1
-            op_out, op_out_rate = (task_out[i], out_rate) if last else (ops_in[i], in_rate)
+            op_out, op_out_rate = (task_out[i], out_rate_i) if last else (ops_in[i], in_rate_i)
             uncounted = is_source and k == 0 and not spec.counts_records_in
             metrics[f"{op}.numRecordsIn"] = 0 if uncounted else ops_in[i]
-            metrics[f"{op}.numRecordsInPerSecond"] = 0.0 if uncounted else in_rate
+            metrics[f"{op}.numRecordsInPerSecond"] = 0.0 if uncounted else in_rate_i
             metrics[f"{op}.numRecordsOut"] = op_out
             metrics[f"{op}.numRecordsOutPerSecond"] = op_out_rate
             metrics[f"{op}.numBytesIn"] = 0 if is_source and k == 0 else ops_in[i] * BYTES_PER_RECORD
-            metrics[f"{op}.numBytesInPerSecond"] = 0.0 if is_source and k == 0 else in_rate * BYTES_PER_RECORD
+            metrics[f"{op}.numBytesInPerSecond"] = (
+                0.0 if is_source and k == 0 else in_rate_i * BYTES_PER_RECORD
+            )
             metrics[f"{op}.numBytesOut"] = op_out * BYTES_PER_RECORD
             metrics[f"{op}.numBytesOutPerSecond"] = op_out_rate * BYTES_PER_RECORD
             metrics[f"{op}.currentOutputWatermark"] = _NO_WATERMARK
@@ -205,6 +257,27 @@ def subtask_metrics(job: SimJob, name: str) -> tuple[dict[str, MetricValue], ...
                 metrics[f"{op}.currentInputWatermark"] = _NO_WATERMARK
         result.append(metrics)
     return tuple(result)
+
+
+def _weighted_times(
+    job: SimJob, name: str, busy: float, acc_busy: float, weight: float
+) -> dict[str, MetricValue]:
+    """A subtask's time gauges and counters when it gets ``weight`` times the average subtask's records."""
+    task, p = job.tasks[name], job.parallelism[name]
+    busy_i, bp_i, idle_i = _time_split(busy, task.bp_gauge, task.idle_gauge, weight, 1000.0)
+    span = (task.busy_ms + task.backpressured_ms + task.idle_ms) / p
+    acc_busy_i, acc_bp_i, acc_idle_i = _time_split(
+        acc_busy, task.backpressured_ms / p, task.idle_ms / p, weight, span
+    )
+    return {
+        "busyTimeMsPerSecond": busy_i,
+        "backPressuredTimeMsPerSecond": round(bp_i),
+        "softBackPressuredTimeMsPerSecond": round(bp_i),
+        "idleTimeMsPerSecond": round(idle_i),
+        "accumulateBusyTimeMs": acc_busy_i,
+        "accumulateBackPressuredTimeMs": int(acc_bp_i),
+        "accumulateIdleTimeMs": int(acc_idle_i),
+    }
 
 
 def _pending_split(job: SimJob, spec: SimVertexSpec, p: int) -> list[int]:
