@@ -268,6 +268,13 @@ class MetricsReporter:
             (*_JOB_LABELS, "action", "why"),
             registry=r,
         )
+        self.job_slow_subtasks = Gauge(
+            "flink_autoscaler_job_slow_subtasks",
+            "Subtasks of the job busy at least slow-subtasks.multiplier x their vertex's median and at "
+            "least slow-subtasks.busy-floor, at the last evaluation (per vertex: vertex_slow_subtasks)",
+            _JOB_LABELS,
+            registry=r,
+        )
         self._per_job: tuple[tuple[Counter | Gauge, tuple[str, ...]], ...] = (
             (self.scalings, _JOB_LABELS),
             (self.balanced, _JOB_LABELS),
@@ -286,6 +293,7 @@ class MetricsReporter:
             (self.job_slots, _JOB_LABELS),
             (self.job_slots_short, _JOB_LABELS),
             (self.slot_limited, (*_JOB_LABELS, "action", "why")),
+            (self.job_slow_subtasks, _JOB_LABELS),
         )
 
     # ------------------------------------------------------------------ per job

@@ -15,6 +15,7 @@ from typing import NamedTuple, TypeVar
 
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
+from autoscaler.skew import VertexSkew
 
 __all__ = [
     "HEAP_USAGE_RATIO",
@@ -250,9 +251,12 @@ class JobSample:
     # Values that cannot be (negative counts, rates, times or lags), read as NaN instead; in words, for
     # the warning and the counter (autoscaler/collect/sanity.py).
     invalid_values: tuple[str, ...] = ()
+    # Per vertex: its busy-time skew, and its slow subtasks when they were read (autoscaler/skew.py).
+    skew: Mapping[VertexId, VertexSkew] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vertices", frozen_map(self.vertices))
+        object.__setattr__(self, "skew", frozen_map(self.skew))
         object.__setattr__(self, "num_source_partitions", frozen_map(self.num_source_partitions))
         object.__setattr__(
             self,

@@ -66,4 +66,6 @@ class Reason(StrEnum):
     # The rescale needs more slots than the cluster has free plus the job's own, and
     # scaling.insufficient-slots is WAIT (or CAP left nothing that grows): nothing asked this tick.
     WAITING_FOR_SLOTS = "WaitingForSlots"
+    # A vertex has subtasks busy far above its median (autoscaler/skew.py): a Warning event, not an outcome.
+    SLOW_SUBTASKS = "SlowSubtasks"
     LEASE_EXPIRED = "LeaseExpired"  # the cluster's lease ran out during the tick: another daemon may act

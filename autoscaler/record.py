@@ -7,7 +7,8 @@ states are held until the end of the tick: :meth:`TickRecord.publish` runs after
 committed them, so whoever sees an event (a ``Scaling``, say) can count on the state behind it (the
 pending rescale, the history) being stored. A crash in between loses the tick's events, not its state.
 The texts built from plain values alone (the ScalingReport, ScalingVerified, ...) are in ``record_texts``;
-the rest stay beside the counters they go with.
+the rest stay beside the counters they go with. At some 410 lines it stays one module, because it is
+the one place that says what the operator is told, event by event.
 """
 
 from __future__ import annotations
@@ -230,6 +231,20 @@ class TickRecord:
         self._limited(evaluation)
         self._alignment_fallback(evaluation)
         self._evaluator_failures(evaluation)
+        self._slow_subtasks(evaluation)
+
+    def _slow_subtasks(self, evaluation: JobEvaluation) -> None:
+        """A vertex's slow subtasks: a warning when they appear (the key names them), and the gauge."""
+        sample, options = evaluation.sample, evaluation.sample.target.options
+        self.metrics.job_slow_subtasks.labels(sample.job.cluster, sample.job.name).set(
+            sum(len(s.slow) for s in sample.skew.values())
+        )
+        for vid, skew in sample.skew.items():
+            if skew.slow:
+                text = skew.text(sample.topology.vertices[vid].name)
+                key = f"SlowSubtasks:{vid}:{skew.slow_indices}:{skew.hot_key}"
+                kind = EventType.WARNING
+                self.job_event(sample.job.key, options, Reason.SLOW_SUBTASKS, kind, text, key=key)
 
     def _ineffective(self, evaluation: JobEvaluation) -> None:
         """The reference always reports an ineffective scale-up; blocking it is a separate option.

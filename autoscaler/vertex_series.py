@@ -45,6 +45,16 @@ def _source_partitions(evaluation: JobEvaluation, v: VertexEvaluation) -> float 
     return evaluation.sample.num_source_partitions.get(v.vertex)
 
 
+def _busy_skew(evaluation: JobEvaluation, v: VertexEvaluation) -> float | None:
+    skew = evaluation.sample.skew.get(v.vertex)
+    return skew.skew if skew is not None else None
+
+
+def _slow_subtasks(evaluation: JobEvaluation, v: VertexEvaluation) -> float | None:
+    skew = evaluation.sample.skew.get(v.vertex)
+    return len(skew.slow) if skew is not None else None
+
+
 # (metric suffix, help, how to read it from the evaluation)
 _VERTEX_GAUGES: tuple[tuple[str, str, Callable[[JobEvaluation, VertexEvaluation], float | None]], ...] = (
     ("parallelism", "Current parallelism of the vertex", _attr("parallelism")),
@@ -86,6 +96,12 @@ _VERTEX_GAUGES: tuple[tuple[str, str, Callable[[JobEvaluation, VertexEvaluation]
         "expected_processing_rate",
         "Processing rate expected at the recommended parallelism",
         _attr("expected_processing_rate"),
+    ),
+    ("busy_skew", "Busiest subtask's busy time over the vertex's average (1: even)", _busy_skew),
+    (
+        "slow_subtasks",
+        "Subtasks busy at least slow-subtasks.multiplier x the vertex's median and the busy floor",
+        _slow_subtasks,
     ),
 )
 

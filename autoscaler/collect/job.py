@@ -1,7 +1,8 @@
 """The collect stage for one job: ``collect()``, which puts the other modules of the package together.
 
 It reads ``/jobs/:id``, lists (when the cached names will not do) and reads every live vertex (standard
-and custom metrics at once), once: the cluster already waited for the tick's metric fetch
+and custom metrics at once), once, and the subtasks of a vertex that can have a slow one
+(:mod:`autoscaler.collect.skew`): the cluster already waited for the tick's metric fetch
 (:func:`~autoscaler.collect.fetch.await_fetch`). A fetch that landed between the job's answers is told
 by :func:`~autoscaler.collect.fetch.fetches_differ`, and the job is read once more. Then the cluster's
 fetch book says whether the reading is new or the last fetch again (``freshness``).
@@ -32,6 +33,7 @@ from autoscaler.collect.fetch import (
 from autoscaler.collect.freshness import FetchCheck, StaleMetrics
 from autoscaler.collect.names import MetricNameCache, listed_vertex_names
 from autoscaler.collect.sanity import without_impossible
+from autoscaler.collect.skew import read_skew
 from autoscaler.collect.vertices import FINISHED, MissingMetrics, VertexRead, finished_sample, read_vertices
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkError, FlinkUnreachable
@@ -176,7 +178,9 @@ async def _collect(
         await pause()
         reading = await _read_mixed_once(client, target, now_ms, cache, providers, short_pause)
     cache.mark_warm(job.key, job.job_id)
-    return _sample(reading, target, now_ms, taskmanagers, fetches)
+    sample = _sample(reading, target, now_ms, taskmanagers, fetches)
+    skew = await read_skew(client, job.job_id, sample.topology, reading.read, target.options)
+    return replace(sample, skew=skew) if skew else sample
 
 
 @dataclass(frozen=True, slots=True)

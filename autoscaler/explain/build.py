@@ -136,6 +136,8 @@ def record_from_outcome(outcome: JobOutcome) -> DecisionRecord:
                 expected_increase=_measured(v.scale_up_gain.expected) if v.scale_up_gain else None,
                 actual_increase=_measured(v.scale_up_gain.actual) if v.scale_up_gain else None,
                 decided=changes[v.vertex].target if v.vertex in changes else None,
+                busy_skew=_measured(skew.skew) if (skew := evaluation.sample.skew.get(v.vertex)) else None,
+                slow_subtasks=skew.text(names.get(v.vertex, v.vertex)) if skew else "",
             )
             for v in evaluation.vertices.values()
         )

@@ -68,6 +68,8 @@ class VertexRecord:
     expected_increase: float | None = None
     actual_increase: float | None = None
     decided: int | None = None  # the parallelism the decision carried (applied or blocked); None: none
+    busy_skew: float | None = None  # max / avg busy time over its subtasks (autoscaler/skew.py)
+    slow_subtasks: str = ""  # which subtasks are slow and why, in words; empty: none (or not read)
 
 
 @dataclass(frozen=True, slots=True)

@@ -218,6 +218,10 @@ def _vertex_lines(v: VertexRecord) -> list[str]:
             else " (did not raise its rate enough)"
         )
         body.append(f"    the last scale-up of this vertex was ineffective{gain}")
+    if v.busy_skew is not None and v.busy_skew >= 1.05:
+        body.append(f"    busy-time skew {v.busy_skew:.2f} (busiest subtask over the average; 1 is even)")
+    if v.slow_subtasks:
+        body.append(f"    {v.slow_subtasks}")
     return [head, *body]
 
 

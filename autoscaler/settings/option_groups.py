@@ -10,7 +10,7 @@ fields in reverse MRO order (the last base class's first), and that order is the
 ``docs/configuration.md`` (``scripts/gen_config_docs.py``), of ``to_flink_conf`` and ``check-config``
 output, and of validation errors. Each group is therefore a run of consecutive fields of the original
 declaration, and ``AutoscalerOptions`` lists the groups in reverse. The groups stay in one module, at
-about 400 lines, because together they are the option table, read top to bottom in that order.
+about 480 lines, because together they are the option table, read top to bottom in that order.
 """
 
 from __future__ import annotations
@@ -453,4 +453,33 @@ class OwnOptions(BaseModel):
         json_schema_extra=OURS,
         description="Size each vertex from its own busy time alone, ignoring propagated target rates and "
         "output ratios (for operators whose output ratio misleads the model, FLINK-38538).",
+    )
+    slow_subtasks_enabled: bool = Field(
+        True,
+        validation_alias=_k("slow-subtasks.enabled"),
+        json_schema_extra=OURS,
+        description="Look for slow subtasks: a vertex whose busiest subtask is at least the floor and "
+        "slow-subtasks.multiplier x its least busy one has its subtasks read one by one (one request), "
+        "and those busy at least multiplier x the median are slow; a SlowSubtasks event, "
+        "flink_autoscaler_job_slow_subtasks and explain say which, and whether a hot key (their records "
+        "in as far above the median) or slowness is the cause. Every vertex's skew figure (max / avg "
+        "busy time) comes from the aggregates it is read with anyway. Diagnosis only: the hot-key-guard "
+        "executor plugin acts on it.",
+    )
+    slow_subtasks_multiplier: float = Field(
+        1.5,
+        ge=1.0,
+        validation_alias=_k("slow-subtasks.multiplier"),
+        json_schema_extra=OURS,
+        description="A subtask is slow when busy at least this many times the median of its vertex's "
+        "subtasks (Flink's slow-task detector's baseline-multiplier).",
+    )
+    slow_subtasks_busy_floor: float = Field(
+        500.0,
+        ge=0.0,
+        le=1000.0,
+        validation_alias=_k("slow-subtasks.busy-floor"),
+        json_schema_extra=OURS,
+        description="A slow subtask is also busy at least this many ms per second: below it nothing "
+        "waits on it (Flink's slow-task detector's baseline-lower-bound).",
     )

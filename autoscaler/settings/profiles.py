@@ -71,6 +71,10 @@ REFERENCE: Final = MappingProxyType(
         f"{_P}scaling.insufficient-slots": "IGNORE",
         # No job's rescale goes before another's (there is no slot check to order):
         f"{_P}scaling.slot-priority": "0",
+        # No look for slow subtasks (a diagnosis: no decision reads it, only the hot-key-guard plugin):
+        f"{_P}slow-subtasks.enabled": "false",
+        f"{_P}slow-subtasks.multiplier": "1.5",
+        f"{_P}slow-subtasks.busy-floor": "500",
         # scaling-interval.min / .max (ours) are unset by default, which is the reference's behaviour
         # (no extra cooldown, nothing forced): a dict cannot say "unset", so they are left out.
     }
@@ -86,6 +90,8 @@ RECOMMENDED: Final = MappingProxyType(
         # A rescale asks for what fits the free slots: more would be a second restart, at Flink's
         # moment, when slots come (our default).
         f"{_P}scaling.insufficient-slots": "CAP",
+        # Slow subtasks are looked for (our default): a hot key is named before a scale-up for it.
+        f"{_P}slow-subtasks.enabled": "true",
         # Decide on the new load only: a window half full of the old one under-estimates a step up
         # and over-estimates a step down (one restart per step instead of one per change), and a
         # burst shorter than the window passes without a restart (our default).

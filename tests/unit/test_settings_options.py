@@ -175,6 +175,9 @@ def test_only_our_own_keys_are_outside_the_reference_table():
         "scaling-interval.min",
         "scaling-interval.max",
         "scaling.min-parallelism-change",
+        "slow-subtasks.enabled",
+        "slow-subtasks.multiplier",
+        "slow-subtasks.busy-floor",
     }
 
 
