@@ -4,7 +4,7 @@ resolved per job like executor plugins."""
 
 from __future__ import annotations
 
-from autoscaler.plugins.api import PluginContext, ScalingExecutorPlugin
+from autoscaler.plugins.api import PluginContext, ScalingExecutorPlugin, Verdict
 from autoscaler.plugins.chain import ChainResult, PluginOutcome, run_chain
 from autoscaler.plugins.metrics import (
     JOB_SCOPE,
@@ -23,6 +23,7 @@ __all__ = [
     "PluginContext",
     "PluginOutcome",
     "ScalingExecutorPlugin",
+    "Verdict",
     "metric_providers",
     "run_chain",
 ]

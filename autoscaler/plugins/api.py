@@ -3,7 +3,9 @@
 A plugin sees the changes the autoscaler wants to make for one job and returns:
 - the same mapping to approve,
 - a different mapping (vertex id -> VertexChange) to modify, or
-- ``None`` or an empty mapping to veto the whole scaling.
+- ``None`` or an empty mapping to veto the whole scaling,
+- or any of these wrapped in a :class:`Verdict` with the reason, which its ``ScalingModified`` or
+  ``ScalingVetoed`` event and ``explain`` then carry.
 
 Plugins run by ascending ``priority()`` (default 0; equal priorities keep their configured order),
 each receiving the previous plugin's output. A plugin that raises or exceeds its time budget vetoes,
@@ -24,9 +26,18 @@ from autoscaler.settings import AutoscalerOptions
 if TYPE_CHECKING:
     from autoscaler.flink.client import FlinkClient
 
-__all__ = ["Changes", "PluginContext", "ScalingExecutorPlugin"]
+__all__ = ["Changes", "PluginContext", "ScalingExecutorPlugin", "Verdict"]
 
 Changes = Mapping[VertexId, VertexChange]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A plugin's answer with its reason: ``changes`` as a plain answer would be (``None`` or ``{}``
+    vetoes), ``reason`` for the operator."""
+
+    changes: Changes | None
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,5 +58,7 @@ class ScalingExecutorPlugin(ABC):
         return 0
 
     @abstractmethod
-    def apply(self, context: PluginContext, changes: Changes) -> Changes | Awaitable[Changes | None] | None:
+    def apply(
+        self, context: PluginContext, changes: Changes
+    ) -> Changes | Verdict | Awaitable[Changes | Verdict | None] | None:
         """Return the changes to keep (maybe modified); ``None`` or ``{}`` vetoes the scaling."""

@@ -5,7 +5,8 @@ small pool, never on the event loop: a plugin that blocks (a synchronous HTTP ca
 a lock) would otherwise freeze every cluster's tick, the health endpoints and the signal handlers
 (issue 12). Its budget covers the thread; a plugin still running from an earlier call when it is due
 again fails at once instead of taking a second thread, so a hung plugin holds one thread, not one per
-tick. Whatever a plugin returns is checked before it is used: anything but a mapping of vertex ids
+tick. A :class:`~autoscaler.plugins.api.Verdict` is unwrapped, its reason kept in the outcome. Whatever a
+plugin returns is checked before it is used: anything but a mapping of vertex ids
 to :class:`~autoscaler.decide.VertexChange` with whole parallelisms within 1..max parallelism fails
 the chain with ``PluginFailed``, which vetoes the scaling.
 """
@@ -23,7 +24,7 @@ from typing import Any
 import structlog
 
 from autoscaler.decide import VertexChange
-from autoscaler.plugins.api import Changes, PluginContext, ScalingExecutorPlugin
+from autoscaler.plugins.api import Changes, PluginContext, ScalingExecutorPlugin, Verdict
 from autoscaler.reasons import Reason
 
 __all__ = ["ChainResult", "PluginOutcome", "order_plugins", "run_chain"]
@@ -92,8 +93,12 @@ async def run_chain(
             outcomes.append(PluginOutcome(plugin.name, Reason.PLUGIN_FAILED, f"{type(exc).__name__}: {exc}"))
             log.warning("plugin_failed", plugin=plugin.name, error=str(exc), exc_info=True)
             return ChainResult(None, tuple(outcomes))
+        reason = ""
+        if isinstance(result, Verdict):
+            result, reason = result.changes, result.reason
         if result is None or (isinstance(result, Mapping) and not result):
-            outcomes.append(PluginOutcome(plugin.name, Reason.SCALING_VETOED, "returned no changes"))
+            detail = reason or "returned no changes"
+            outcomes.append(PluginOutcome(plugin.name, Reason.SCALING_VETOED, detail))
             return ChainResult(None, tuple(outcomes))
         problem = _invalid(result, ctx)
         if problem:
@@ -102,7 +107,7 @@ async def run_chain(
             return ChainResult(None, tuple(outcomes))
         same = dict(result) == dict(current)
         outcomes.append(
-            PluginOutcome(plugin.name, Reason.SCALING_APPROVED if same else Reason.SCALING_MODIFIED)
+            PluginOutcome(plugin.name, Reason.SCALING_APPROVED if same else Reason.SCALING_MODIFIED, reason)
         )
         current = result
     return ChainResult(current, tuple(outcomes))

@@ -119,9 +119,13 @@ def discover_plugins(
     problems: list[str] = []
     # Installed distributions only: wheels this loader put on sys.path earlier are not "installed".
     installed_path = [p for p in sys.path if not p.endswith(".whl")]
+    seen: set[tuple[str, str]] = set()
     for dist in metadata.distributions(path=installed_path):
         for ep in dist.entry_points:
-            if ep.group == group:
+            # One distribution can be found twice (an editable install's metadata in site-packages and
+            # its egg-info in the working directory): the same plugin, not a clash.
+            if ep.group == group and (ep.name, ep.value) not in seen:
+                seen.add((ep.name, ep.value))
                 origin = f"installed {dist.metadata['Name']} {dist.version}"
                 found.append(DiscoveredPlugin(ep.name, ep.value, origin, ep, base))
     if plugins_dir is not None:

@@ -9,50 +9,18 @@ why.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from sim_world import sim_world
 
-from autoscaler.clock import FakeClock
-from autoscaler.daemon import Daemon
-from autoscaler.evaluate.python import PythonEvaluator
-from autoscaler.events import EventLog
-from autoscaler.metrics import MetricsReporter
-from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
-from autoscaler.settings import ClusterSettings, Settings
-from autoscaler.simulator.engine import SimCluster
-from autoscaler.simulator.rest import transport
 from autoscaler.simulator.scenarios import work_job
-from autoscaler.simulator.spec import Constant, SimClusterSpec
-from autoscaler.state import MemoryStateStore
+from autoscaler.simulator.spec import Constant
 
-TICK_S = 10
 RATE = 4000.0  # Work at 1250 rec/s per subtask and 70 % utilization: parallelism 5
 
 
 async def test_competing_rescales_share_the_free_slots_by_priority_then_backlog() -> None:
-    clock = FakeClock()
-    sim = SimCluster(SimClusterSpec(slots=10, metric_fetch_interval_s=TICK_S / 2), clock)
-    events, metrics = EventLog(), MetricsReporter()
-    outcomes: list[JobOutcome] = []
-    daemon = Daemon(
-        Settings(
-            clusters=[ClusterSettings(name="sim", rest_url="http://sim.invalid:8081")],
-            control_loop_interval=timedelta(seconds=TICK_S),
-            metrics_address="",
-            autoscaler={
-                "job.autoscaler.enabled": "true",
-                "job.autoscaler.metrics.window": "60 s",
-                "job.autoscaler.stabilization.interval": "30 s",
-            },
-        ),
-        evaluator=PythonEvaluator(),
-        clock=clock,
-        state=MemoryStateStore(),
-        events=events,
-        metrics=metrics,
-        transports={"sim": transport(sim)},
-        on_outcome=outcomes.append,
-    )
+    world = sim_world(10)
+    sim, events, metrics, outcomes = world.sim, world.events, world.metrics, world.outcomes
     jobs = {
         "urgent": sim.submit(
             work_job(
@@ -65,8 +33,7 @@ async def test_competing_rescales_share_the_free_slots_by_priority_then_backlog(
         "calm": sim.submit(work_job(name="calm", input_rate=Constant(rate=RATE))),
     }
     for _ in range(30):
-        clock.advance(TICK_S)
-        await daemon.run_tick()
+        await world.tick()
         if any(o.outcome is Reason.SCALING for o in outcomes):
             break
     decided = {o.job.name: o for o in outcomes[-3:]}
@@ -95,8 +62,7 @@ async def test_competing_rescales_share_the_free_slots_by_priority_then_backlog(
 
     # Flink (the simulator) runs what was asked: the cluster's ten slots, none over.
     for _ in range(6):
-        clock.advance(TICK_S)
-        await daemon.run_tick()
+        await world.tick()
     running = {name: max(sim.parallelism(job_id).values()) for name, job_id in jobs.items()}
     assert running == {"urgent": urgent_p, "behind": behind_p, "calm": 1}
     assert sum(running.values()) == 10

@@ -1,0 +1,74 @@
+"""The real daemon, in process, against a simulated cluster on a fake clock: what the integration tests
+that drive it tick by tick share (the Python evaluator, memory state, events and metrics to read)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from autoscaler.clock import FakeClock
+from autoscaler.daemon import Daemon
+from autoscaler.evaluate.python import PythonEvaluator
+from autoscaler.events import EventLog
+from autoscaler.metrics import MetricsReporter
+from autoscaler.outcome import JobOutcome
+from autoscaler.plugins.configured import PluginInstances
+from autoscaler.settings import ClusterSettings, Settings
+from autoscaler.simulator.engine import SimCluster
+from autoscaler.simulator.rest import transport
+from autoscaler.simulator.spec import SimClusterSpec
+from autoscaler.state import MemoryStateStore
+
+TICK_S = 10
+# Fast enough for a test to reach a decision in a dozen ticks.
+QUICK = {
+    "job.autoscaler.enabled": "true",
+    "job.autoscaler.metrics.window": "60 s",
+    "job.autoscaler.stabilization.interval": "30 s",
+}
+
+
+@dataclass
+class SimWorld:
+    clock: FakeClock
+    sim: SimCluster
+    daemon: Daemon
+    events: EventLog
+    metrics: MetricsReporter
+    outcomes: list[JobOutcome] = field(default_factory=list)
+
+    async def tick(self) -> None:
+        self.clock.advance(TICK_S)
+        await self.daemon.run_tick()
+
+
+def sim_world(
+    slots: int,
+    autoscaler: Mapping[str, str] = QUICK,
+    *,
+    metrics: MetricsReporter | None = None,
+    plugins: PluginInstances | None = None,
+) -> SimWorld:
+    """A cluster of ``slots`` slots (metric fetch every half tick) and a daemon watching it as ``sim``."""
+    clock = FakeClock()
+    sim = SimCluster(SimClusterSpec(slots=slots, metric_fetch_interval_s=TICK_S / 2), clock)
+    events, outcomes = EventLog(), []
+    metrics = metrics or MetricsReporter()
+    daemon = Daemon(
+        Settings(
+            clusters=[ClusterSettings(name="sim", rest_url="http://sim.invalid:8081")],
+            control_loop_interval=timedelta(seconds=TICK_S),
+            metrics_address="",
+            autoscaler=dict(autoscaler),
+        ),
+        evaluator=PythonEvaluator(),
+        clock=clock,
+        state=MemoryStateStore(),
+        events=events,
+        metrics=metrics,
+        transports={"sim": transport(sim)},
+        on_outcome=outcomes.append,
+        plugins=plugins or PluginInstances(),
+    )
+    return SimWorld(clock, sim, daemon, events, metrics, outcomes)
