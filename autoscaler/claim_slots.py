@@ -9,6 +9,7 @@ key. What fits and what is trimmed is :mod:`autoscaler.slot_fit`; this module ap
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -43,9 +44,9 @@ def claim_slots(steps: Sequence[JobStep], rec: TickRecord) -> list[JobStep]:
         tm, job = step.sample.taskmanagers, step.job
         if job.cluster not in budgets:
             budgets[job.cluster] = SlotBudget(tm.slots_total, tm.slots_free)
-            if tm.slots_total > 0:
-                rec.metrics.cluster_slots.labels(job.cluster, "total").set(tm.slots_total)
-                rec.metrics.cluster_slots.labels(job.cluster, "free").set(tm.slots_free)
+            known = tm.slots_total > 0  # unknown (no TaskManager listing): NaN, not the last figure
+            rec.metrics.cluster_slots.labels(job.cluster, "total").set(tm.slots_total if known else math.nan)
+            rec.metrics.cluster_slots.labels(job.cluster, "free").set(tm.slots_free if known else math.nan)
         rec.metrics.job_slots.labels(job.cluster, job.name).set(required_slots(step.sample.topology))
     rescales = [s for s in steps if s.outcome is None and s.decision is not None and s.decision.applies]
     ranked = sorted((_rank(step), step) for step in rescales)

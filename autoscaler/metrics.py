@@ -243,7 +243,8 @@ class MetricsReporter:
         # Every per-job metric, and its label names, for forget_jobs(); the per-vertex ones are in the books.
         self.cluster_slots = Gauge(
             "flink_autoscaler_cluster_slots",
-            "The cluster's task slots from GET /taskmanagers at the last tick, by state (total, free)",
+            "The cluster's task slots from GET /taskmanagers at the last tick, by state (total, free); "
+            "NaN while its TaskManagers could not be listed",
             ("cluster", "state"),
             registry=r,
         )

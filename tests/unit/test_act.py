@@ -5,16 +5,19 @@ the gates that hold a rescale back say so; realizing is idempotent, confirmed, a
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import math
+from dataclasses import replace
 from datetime import timedelta
 
 import httpx
 from daemon_world import OPTIONS, World
 
-from autoscaler.act import decide_jobs
+from autoscaler.act import JobStep, decide_jobs
+from autoscaler.claim_slots import claim_slots
 from autoscaler.evaluate.stage import Evaluated
 from autoscaler.explain import explain, record_from_outcome
 from autoscaler.metrics import MetricsReporter
-from autoscaler.model import JobRef
+from autoscaler.model import JobRef, TaskManagerSample
 from autoscaler.plugins import ScalingExecutorPlugin
 from autoscaler.plugins.configured import PluginInstances
 from autoscaler.plugins.loader import ENTRY_POINT_GROUP, DiscoveredPlugin, PluginRegistry
@@ -259,6 +262,19 @@ async def test_a_rescale_beyond_the_free_slots_is_capped_to_what_fits_with_a_sca
     assert gauge("flink_autoscaler_cluster_slots", {"cluster": "a", "state": "total"}) == 8
     assert gauge("flink_autoscaler_cluster_slots", {"cluster": "a", "state": "free"}) == 7
     assert gauge("flink_autoscaler_job_slots", {"cluster": "a", "job": "job-a"}) == 1
+
+
+def test_unknown_slots_read_nan_on_the_cluster_gauges_not_the_last_figure():
+    rec = TickRecord(now_ms=0, metrics=MetricsReporter())
+    sample = make_sample(make_topology({"w": 2}), job=JobRef("c", "1" * 32, "job"))
+    known = replace(sample, taskmanagers=TaskManagerSample(slots_total=8, slots_free=3))
+    gauge = rec.metrics.registry.get_sample_value
+    claim_slots([JobStep(known)], rec)
+    assert gauge("flink_autoscaler_cluster_slots", {"cluster": "c", "state": "free"}) == 3
+    claim_slots([JobStep(sample)], rec)  # the next tick could not list the TaskManagers
+    assert math.isnan(gauge("flink_autoscaler_cluster_slots", {"cluster": "c", "state": "free"}))
+    assert math.isnan(gauge("flink_autoscaler_cluster_slots", {"cluster": "c", "state": "total"}))
+    assert gauge("flink_autoscaler_job_slots", {"cluster": "c", "job": "job"}) == 2
 
 
 async def test_with_wait_a_rescale_beyond_the_free_slots_is_not_asked_for():
