@@ -397,6 +397,27 @@ def test_cancel_stops_processing_and_frees_the_slots(cluster: SimCluster, clock:
         cluster.state("0" * 32)
 
 
+def test_a_job_run_below_its_request_scales_up_when_slots_come_free(clock: FakeClock) -> None:
+    """Flink's adaptive scheduler keeps the request and takes freed slots after its cooldown."""
+    cluster = SimCluster(SimClusterSpec(slots=8, cooldown_after_rescaling_s=30), clock)
+    big = cluster.submit(work_job(name="big", work_parallelism=5))
+    small = cluster.submit(work_job(name="small"))
+    clock.advance(60)
+    rescale(cluster, small, "Work", 8)  # 2 free + its own 1: it restarts at 3 and keeps asking for 8
+    clock.advance(60)
+    assert cluster.parallelism(small)["Work"] == 3 and cluster.rescale_count(small) == 1
+    rescale(cluster, big, "Work", 2)  # big restarts smaller: 3 slots come free
+    clock.advance(60)
+    assert cluster.parallelism(big)["Work"] == 2
+    assert cluster.parallelism(small)["Work"] == 6 and cluster.rescale_count(small) == 2
+    cluster.cancel(big)  # and 2 more
+    clock.advance(60)
+    assert cluster.parallelism(small)["Work"] == 8 and cluster.rescale_count(small) == 3
+    clock.advance(120)
+    assert cluster.rescale_count(small) == 3  # at its request: no more restarts
+    assert cluster.slots_used() == 8
+
+
 def test_the_simulation_is_deterministic_and_step_size_independent() -> None:
     def run(step_s: float, hops: int) -> tuple[str, float, float]:
         clock = FakeClock()

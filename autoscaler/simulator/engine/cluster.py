@@ -22,7 +22,6 @@ from autoscaler.simulator.engine.store import (
     LazyMapping,
     MetricStore,
     MetricValue,
-    ResourceRequirementsError,
     UnknownJobError,
 )
 from autoscaler.simulator.spec import RateSchedule, SimClusterSpec, SimJobSpec, stable_hex_id
@@ -138,13 +137,19 @@ class SimCluster:
                 and job.restart_end_ms is not None
                 and job.restart_end_ms <= job.t_ms
             ):
+                held = job.slots_used
                 job.finish_restart(job.t_ms, self._slots_for(job))
                 self._schedule_restart(job)
+                if job.slots_used < held:
+                    self._offer_freed_slots(job)
             elif (
                 job.state == "RUNNING"
                 and job.pending_restart_ms is not None
                 and job.pending_restart_ms <= job.t_ms
             ):
+                if job.desired_parallelism(self._slots_for(job)) == job.parallelism:
+                    job.pending_restart_ms = None  # the slots it was to grow into went to another job
+                    return
                 job.begin_restart(job.t_ms, round(self.spec.restart_pause_s * 1000))
             else:
                 return
@@ -158,6 +163,18 @@ class SimCluster:
             return
         cooldown_ms = round(self.spec.cooldown_after_rescaling_s * 1000)
         job.pending_restart_ms = max(job.t_ms, job.running_since_ms + cooldown_ms)
+
+    def _offer_freed_slots(self, freed_by: SimJob) -> None:
+        """Slots came free (a job ended or restarted smaller): like Flink's adaptive scheduler, every job
+        that runs below its request scales up to what now fits, once its cooldown has passed."""
+        used = sum(other.slots_used for other in self._jobs.values())
+        for job in self._jobs.values():
+            if job is freed_by or job.state != "RUNNING" or job.pending_restart_ms is not None:
+                continue
+            desired = job.desired_parallelism(max(1, self.slots_total - used + job.slots_used))
+            if any(desired[name] > job.parallelism[name] for name in job.order):
+                cooldown_ms = round(self.spec.cooldown_after_rescaling_s * 1000)
+                job.pending_restart_ms = max(job.t_ms, freed_by.t_ms, job.running_since_ms + cooldown_ms)
 
     def _slots_for(self, job: SimJob) -> int:
         """The slots a (re)starting job may run on: its own and the free ones, as Flink's adaptive
@@ -181,6 +198,7 @@ class SimCluster:
         job = self.job(job_id)
         if job.state in ("RUNNING", "RESTARTING"):
             job.cancel(self._now_ms)
+            self._offer_freed_slots(job)
 
     @_synchronized
     def set_input_rate(self, job_id: str, schedule: RateSchedule) -> None:
@@ -218,31 +236,7 @@ class SimCluster:
         job = self.job(job_id)
         if job.state not in ("RUNNING", "RESTARTING"):
             raise UnknownJobError(job_id)
-        for name in job.order:
-            vid = job.vertex_ids[name]
-            if vid not in requirements:
-                raise ResourceRequirementsError(
-                    f"The request is incomplete, missing job vertex [{vid}] resource requirements."
-                )
-            lower, upper = requirements[vid]
-            if lower > upper:
-                raise ResourceRequirementsError(
-                    f"The requested lower bound [{lower}] for job vertex [{vid}] is higher than "
-                    f"the upper bound [{upper}]."
-                )
-            if upper > job.vertex_specs[name].max_parallelism:
-                raise ResourceRequirementsError(
-                    f"The newly requested parallelism {upper} for the job vertex {vid} exceeds its "
-                    f"maximum parallelism {job.vertex_specs[name].max_parallelism}."
-                )
-            if lower < 1:
-                raise ResourceRequirementsError(
-                    f"The requested lower bound [{lower}] for job vertex [{vid}] must be at least 1."
-                )
-        known = set(job.vertex_ids.values())
-        for vid in requirements:
-            if vid not in known:
-                raise ResourceRequirementsError(f"Job vertex [{vid}] was not found in the JobGraph.")
+        job.check_requirements(requirements)
         job.requirements = {vid: requirements[vid] for vid in job.vertex_ids.values()}
         self._schedule_restart(job)
         self._fire_due_events(job)

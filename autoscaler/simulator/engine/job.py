@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from autoscaler.simulator.engine.store import (
@@ -17,6 +18,7 @@ from autoscaler.simulator.engine.store import (
     JOB_STATES,
     TICK_MS,
     CheckpointSummary,
+    ResourceRequirementsError,
 )
 from autoscaler.simulator.spec import RateSchedule, SimEdgeSpec, SimJobSpec, SimVertexSpec, stable_hex_id
 
@@ -158,6 +160,35 @@ class SimJob:
         """What a restart would run with: the requested upper bounds, capped by the slots the job may
         run on (its own and the cluster's free ones)."""
         return {name: min(self.requirements[self.vertex_ids[name]][1], slots) for name in self.order}
+
+    def check_requirements(self, requirements: Mapping[str, tuple[int, int]]) -> None:
+        """Flink's ``JobResourceRequirements`` checks on a PUT, with its messages: every vertex, each
+        bound pair ordered, at least 1 and at most the vertex's max parallelism, no unknown vertex."""
+        for name in self.order:
+            vid = self.vertex_ids[name]
+            if vid not in requirements:
+                raise ResourceRequirementsError(
+                    f"The request is incomplete, missing job vertex [{vid}] resource requirements."
+                )
+            lower, upper = requirements[vid]
+            if lower > upper:
+                raise ResourceRequirementsError(
+                    f"The requested lower bound [{lower}] for job vertex [{vid}] is higher than "
+                    f"the upper bound [{upper}]."
+                )
+            if upper > self.vertex_specs[name].max_parallelism:
+                raise ResourceRequirementsError(
+                    f"The newly requested parallelism {upper} for the job vertex {vid} exceeds its "
+                    f"maximum parallelism {self.vertex_specs[name].max_parallelism}."
+                )
+            if lower < 1:
+                raise ResourceRequirementsError(
+                    f"The requested lower bound [{lower}] for job vertex [{vid}] must be at least 1."
+                )
+        known = set(self.vertex_ids.values())
+        for vid in requirements:
+            if vid not in known:
+                raise ResourceRequirementsError(f"Job vertex [{vid}] was not found in the JobGraph.")
 
     def weights(self, name: str) -> tuple[float, ...]:
         """Each subtask's share of the vertex's records times its parallelism (they average 1): subtask 0
