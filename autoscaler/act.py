@@ -23,6 +23,7 @@ from autoscaler.durations import to_ms
 from autoscaler.evaluate.history import needed_capacity, record_metrics, trim_history, verify_last_scaling
 from autoscaler.evaluate.stage import Evaluated
 from autoscaler.events import EventType
+from autoscaler.flink.errors import FlinkHTTPError
 from autoscaler.memory_advice import advice_for
 from autoscaler.model import JobRef, JobSample
 from autoscaler.outcome import JobOutcome
@@ -144,8 +145,9 @@ STUCK_BACKOFF_CAP = timedelta(hours=1)
 
 
 def _stuck_retry_ms(state: JobState, timeout: timedelta) -> int | None:
-    """When a job whose last rescales never ran may be rescaled again: ``confirm_timeout`` after the
-    first one was given up, doubling with each one more (at most an hour); None when none is stuck.
+    """When a job whose last rescales never ran (or Flink refused them) may be rescaled again:
+    ``confirm_timeout`` after the first one was given up, doubling with each one more (at most an hour);
+    None when none is stuck.
 
     Flink accepted those PUTs (its requirements are set) but did not run them: most often too few
     free slots, which a new PUT does not create. A PUT every ``confirm_timeout`` would only add
@@ -268,12 +270,19 @@ async def _run_chain(decision: Decision, configured: ConfiguredChain, clusters: 
 
 # ---------------------------------------------------------------------------------------------- realize
 async def realize_jobs(
-    steps: Sequence[JobStep], rec: TickRecord, *, clusters: Clusters, now_ms: Callable[[], int]
+    steps: Sequence[JobStep],
+    rec: TickRecord,
+    *,
+    clusters: Clusters,
+    now_ms: Callable[[], int],
+    confirm_timeout: timedelta = timedelta(minutes=5),
 ) -> list[JobOutcome]:
     """Ask Flink for each approved parallelism (idempotently) and remember the rescale as pending.
 
     ``now_ms`` reads the clock: the lease is checked at the moment of the request, not the tick's
-    start, since another daemon may act once it has lapsed.
+    start, since another daemon may act once it has lapsed. A PUT Flink refuses (4xx: a read-only
+    proxy, a request Flink finds invalid) is ``RescaleRejected`` and counts as a rescale that did not
+    take: the next waits the same doubling backoff as a stuck one, instead of a PUT every tick.
     """
 
     async def one(step: JobStep) -> JobStep:
@@ -286,7 +295,19 @@ async def realize_jobs(
             return replace(step, outcome=rec.outcome(ended))
         rec.rescaling(decision)
         desired = {vid: c.target for vid, c in decision.changes.items()}
-        realized = await realize(cluster.client, job, desired)
+        try:
+            realized = await realize(cluster.client, job, desired)
+        except FlinkHTTPError as err:
+            if not 400 <= err.status < 500:
+                raise
+            refused = replace(
+                decision.state, stuck_rescales=decision.state.stuck_rescales + 1, stuck_ms=rec.now_ms
+            )
+            rec.save(job.key, refused)
+            retry = _stuck_retry_ms(refused, confirm_timeout)
+            text = rec.rejected(job, desired, err, refused.stuck_rescales, retry, options)
+            ended = JobOutcome(job, rec.now_ms, Reason.RESCALE_REJECTED, text, decision, step.chain)
+            return replace(step, outcome=rec.outcome(ended))
         previous = {vid: c.current for vid, c in decision.changes.items()}
         pending = PendingRescale(job.job_id, rec.now_ms, desired, previous)
         change_map = {vid: (c.current, c.target) for vid, c in decision.changes.items()}

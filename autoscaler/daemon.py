@@ -134,7 +134,13 @@ class Daemon:
             rec.lap("plugins")
             fitting = claim_slots(approved, rec)
             rec.lap("slots")
-            outcomes = await realize_jobs(fitting, rec, clusters=self.clusters, now_ms=self.clock.now_ms)
+            outcomes = await realize_jobs(
+                fitting,
+                rec,
+                clusters=self.clusters,
+                now_ms=self.clock.now_ms,
+                confirm_timeout=self.settings.confirm_timeout,
+            )
             rec.lap("realize")
             report = await self._record(rec, collected, loaded, outcomes, only_job)
         if drain:

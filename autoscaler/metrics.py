@@ -111,6 +111,13 @@ class MetricsReporter:
             _JOB_LABELS,
             registry=r,
         )
+        self.rescales_rejected = Counter(
+            "flink_autoscaler_rescales_rejected",
+            "PUTs of new resource requirements Flink refused (4xx, RescaleRejected); the next rescale "
+            "waits the same doubling backoff as after a stuck one",
+            _JOB_LABELS,
+            registry=r,
+        )
         self.rescales_stuck = Counter(
             "flink_autoscaler_rescales_stuck",
             "Rescales Flink accepted but never ran within confirm_timeout (RescaleStuck); the next one "
@@ -289,6 +296,7 @@ class MetricsReporter:
             (self.invalid_metric_values, _JOB_LABELS),
             (self.counter_resets, _JOB_LABELS),
             (self.rescales_stuck, _JOB_LABELS),
+            (self.rescales_rejected, _JOB_LABELS),
             (self.resubmissions, _JOB_LABELS),
             (self.verifications, (*_JOB_LABELS, "result")),
             (self.job_slots, _JOB_LABELS),

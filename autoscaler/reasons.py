@@ -31,6 +31,8 @@ class Reason(StrEnum):
     # decision expected? (Normal when it did, Warning when well below.) An event only, never an outcome.
     SCALING_VERIFIED = "ScalingVerified"
     RESCALE_STUCK = "RescaleStuck"
+    # Flink refused the PUT of new requirements (4xx): an event, and the next rescale waits a backoff.
+    RESCALE_REJECTED = "RescaleRejected"
     # The same job name runs under a new JobID (a JobManager restart without HA, a resubmission): the
     # name's scaling history is kept, the old JobID's pending rescale and stuck count are not. An event.
     JOB_RESUBMITTED = "JobResubmitted"

@@ -7,7 +7,7 @@ states are held until the end of the tick: :meth:`TickRecord.publish` runs after
 committed them, so whoever sees an event (a ``Scaling``, say) can count on the state behind it (the
 pending rescale, the history) being stored. A crash in between loses the tick's events, not its state.
 The texts built from plain values alone (the ScalingReport, ScalingVerified, ...) are in ``record_texts``;
-the rest stay beside the counters they go with. At some 410 lines it stays one module, because it is
+the rest stay beside the counters they go with. At some 430 lines it stays one module, because it is
 the one place that says what the operator is told, event by event.
 """
 
@@ -27,7 +27,7 @@ from autoscaler.delivery import OutcomeDelivery
 from autoscaler.durations import to_ms
 from autoscaler.evaluate.javamath import java_double_text
 from autoscaler.events import Event, EventSink, EventType
-from autoscaler.flink.errors import FlinkError, FlinkUnreachable
+from autoscaler.flink.errors import FlinkError, FlinkHTTPError, FlinkUnreachable
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobEvaluation, JobRef, JobSample, Unavailable
 from autoscaler.outcome import JobOutcome
@@ -162,9 +162,12 @@ class TickRecord:
         log.warning("metric_values_invalid", cluster=job.cluster, job=job.name, values=values, detail=detail)
 
     def unavailable(self, unavailable: Unavailable) -> JobOutcome:
+        """A job not evaluated this tick: counted among its decisions by why (a job whose metrics never
+        come is on the dashboard too), but neither scaled nor balanced."""
         job = unavailable.job
         if unavailable.reason is not Reason.NOT_RUNNING:
             self.metrics.report_error(job.cluster, unavailable.reason)
+            self.metrics.decisions.labels(job.cluster, job.name, str(unavailable.reason)).inc()
         if unavailable.reason is Reason.STALE_METRICS:  # lasts until the fetcher delivers: say so
             text, options = unavailable.detail, unavailable.target.options
             self.job_event(job.key, options, Reason.STALE_METRICS, EventType.WARNING, text, key="expired")
@@ -203,6 +206,26 @@ class TickRecord:
         self.metrics.rescales_stuck.labels(job.cluster, job.name).inc()
         log.warning("rescale_stuck", cluster=job.cluster, job=job.name, in_a_row=n, detail=text)
         self.event(job.key, Reason.RESCALE_STUCK, EventType.WARNING, text, key=f"stuck:{pending.issued_ms}")
+
+    def rejected(
+        self,
+        job: JobRef,
+        desired: dict[str, int],
+        err: FlinkHTTPError,
+        n: int,
+        retry: int | None,
+        options: AutoscalerOptions,
+    ) -> str:
+        """A PUT Flink refused: event (with Flink's words), counter, log; the next waits a backoff."""
+        wait_s = (retry - self.now_ms) / 1000 if retry else 0
+        after = f"; the next rescale not before {wait_s:.0f} s from now" if retry else ""
+        why = "; ".join(err.messages) or "no message"
+        text = f"Flink refused the rescale to {desired} (HTTP {err.status}: {why}; {n} in a row){after}"
+        self.metrics.rescales_rejected.labels(job.cluster, job.name).inc()
+        log.warning("rescale_rejected", cluster=job.cluster, job=job.name, in_a_row=n, detail=text)
+        key = f"rejected:{err.status}:{why}"
+        self.job_event(job.key, options, Reason.RESCALE_REJECTED, EventType.WARNING, text, key=key)
+        return text
 
     def verified(self, evaluation: JobEvaluation, record: ScalingRecord) -> None:
         """A rescale's verification (made once, so never deduplicated): a Normal event when it delivered

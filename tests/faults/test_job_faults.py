@@ -61,6 +61,8 @@ MAX_PARALLELISM = 4
 REST_ERRORS = "flink_autoscaler_rest_errors_total"
 SUBTASK_METRICS = "/vertices/[0-9a-f]{32}/subtasks/metrics$"
 
+REFUSED = b'{"errors": ["Forbidden: this gateway is read-only"]}'
+
 # job name -> (fault, regex of its paths below /jobs/<jid>, method)
 FAULTS: dict[str, tuple[Fault, str, str | None]] = {
     "truncated": (Truncate(0.5), "$", "GET"),  # /jobs/:jid, cut in half
@@ -75,6 +77,8 @@ FAULTS: dict[str, tuple[Fault, str, str | None]] = {
     "missing-busy": (DropMetric("^busyTimeMsPerSecond$", listing=True), SUBTASK_METRICS, "GET"),
     "missing-lag": (DropMetric(r"\.pendingRecords$", listing=False), SUBTASK_METRICS, "GET"),
     "put-swallowed": (swallow_put(), "/resource-requirements$", "PUT"),
+    # a read-only gateway in front of the JobManager: the PUT is refused, with a message
+    "put-refused": (Answer(403, REFUSED), "/resource-requirements$", "PUT"),
 }
 
 
@@ -148,6 +152,26 @@ def test_a_rescale_that_never_reaches_flink_is_given_up_and_retried_with_a_doubl
     puts = requirement_puts(world.proxy, job)
     stuck = len(daemon.job_logs("rescale_stuck", job))
     assert 2 <= len(puts) <= stuck + 1
+    assert not any(put.forwarded for put in puts)
+    assert job.work_parallelism() == 1 and job.sim.rescale_count(job.job_id) == 0
+    world.heal(name)  # the next retry, after the backoff, gets through (test_each_job_is_rescaled...)
+
+
+def test_a_rescale_flink_refuses_is_reported_and_retried_only_after_a_doubling_backoff(world: World) -> None:
+    """A gateway answers the PUT with 403 and Flink's error shape: ``RescaleRejected`` with its words,
+    and the next PUT only after the same doubling backoff as a stuck rescale, never a PUT per tick."""
+    name, daemon = "put-refused", world.daemon
+    job = world.jobs[name]
+    first = daemon.wait_job_log("rescale_rejected", job, in_a_row=1)
+    second = daemon.wait_job_log("rescale_rejected", job, in_a_row=2)
+    assert "HTTP 403: Forbidden: this gateway is read-only" in first["detail"]
+    assert f"not before {CONFIRM_TIMEOUT_S} s from now" in first["detail"]
+    assert f"not before {2 * CONFIRM_TIMEOUT_S} s from now" in second["detail"]
+    assert daemon.metric("flink_autoscaler_rescales_rejected_total", cluster=CLUSTER, job=name) >= 2
+    assert daemon.events(job, "RescaleRejected") and "RescaleRejected" in daemon.outcomes(job)
+    assert not daemon.job_logs("job_tick_failed", job)  # Flink's refusal, handled, not a failure
+    puts = requirement_puts(world.proxy, job)
+    assert 2 <= len(puts) <= len(daemon.job_logs("rescale_rejected", job)) + 1
     assert not any(put.forwarded for put in puts)
     assert job.work_parallelism() == 1 and job.sim.rescale_count(job.job_id) == 0
     world.heal(name)  # the next retry, after the backoff, gets through (test_each_job_is_rescaled...)

@@ -145,7 +145,7 @@ async def test_excluded_period_reports_the_recommendation_and_applies_nothing():
     assert Reason.SCALING_REPORT in w.events.reasons("a/job-a")
 
 
-async def test_a_rejected_put_is_an_error_and_leaves_no_pending_rescale():
+async def test_a_rejected_put_is_reported_leaves_no_pending_rescale_and_backs_off():
     rejected = httpx.Response(
         400,
         json={
@@ -155,13 +155,30 @@ async def test_a_rejected_put_is_an_error_and_leaves_no_pending_rescale():
             ]
         },
     )
-    w = World(StubEvaluator({"Work": 3}), faults={"a": {("PUT", r".*/resource-requirements"): rejected}})
+    w = World(
+        StubEvaluator({"Work": 3}),
+        faults={"a": {("PUT", r".*/resource-requirements"): rejected}},
+        confirm_timeout_s=60,
+    )
     report = await w.tick()
     outcomes = {o.job.name: o for o in report.outcomes}
-    # Flink's refusal, not our bug: ClusterError (an alert on AutoscalerError stays quiet)
-    assert outcomes["job-a"].outcome is Reason.CLUSTER_ERROR and "HTTP 400" in outcomes["job-a"].detail
-    assert w.state.load("a/job-a").pending is None and w.state.load("a/job-a").history == ()
+    # Flink's refusal, not our bug (an alert on AutoscalerError stays quiet): RescaleRejected, its words
+    rejected_outcome = outcomes["job-a"]
+    assert rejected_outcome.outcome is Reason.RESCALE_REJECTED
+    assert "HTTP 400" in rejected_outcome.detail and "Job vertex [x] was not found" in rejected_outcome.detail
+    state = w.state.load("a/job-a")
+    assert state.pending is None and state.history == () and state.stuck_rescales == 1
     assert outcomes["job-b"].outcome is Reason.SCALING
+    (event,) = [e for e in w.events.events("a/job-a") if e.reason is Reason.RESCALE_REJECTED]
+    assert str(event.type) == "Warning" and "the next rescale not before 60 s from now" in event.message
+    labels = {"cluster": "a", "job": "job-a"}
+    assert w.metrics.registry.get_sample_value("flink_autoscaler_rescales_rejected_total", labels) == 1
+    # Not a PUT every tick: the next waits confirm_timeout, then twice that.
+    for _ in range(5):
+        assert (await w.tick()).for_job("job-a").outcome is Reason.RESCALE_STUCK
+    assert len(w.puts("a")) == 1
+    await w.tick(seconds=15)
+    assert len(w.puts("a")) == 2 and w.state.load("a/job-a").stuck_rescales == 2
 
 
 async def test_a_rescale_flink_never_applies_is_reported_stuck_then_decided_again():

@@ -14,7 +14,7 @@ from autoscaler.decide import Decision, VertexChange
 from autoscaler.delivery import OutcomeDelivery
 from autoscaler.events import EventLog, EventType
 from autoscaler.metrics import MetricsReporter
-from autoscaler.model import JobRef
+from autoscaler.model import JobRef, Unavailable
 from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.record import TickRecord, changes_key, report_text
@@ -153,3 +153,17 @@ async def test_a_job_whose_rates_are_all_unknown_ends_metrics_unknown_with_a_war
     assert w.metrics.registry.get_sample_value("flink_autoscaler_metrics_unknown_total", labels) == 2.0
     decisions = {**labels, "outcome": "MetricsUnknown"}
     assert w.metrics.registry.get_sample_value("flink_autoscaler_decisions_total", decisions) == 2.0
+
+
+def test_a_job_that_could_not_be_evaluated_is_counted_among_its_decisions_but_not_as_balanced():
+    rec = TickRecord(now_ms=0, metrics=MetricsReporter())
+    target = make_evaluation([vertex_eval("w", 1)]).sample.target
+    rec.unavailable(Unavailable(target, Reason.PARTIAL_METRICS, "vertex Work: no busyTimeMsPerSecond yet"))
+    rec.unavailable(Unavailable(target, Reason.NOT_RUNNING, "FINISHED"))  # a job that ended: not counted
+    get, labels = (
+        rec.metrics.registry.get_sample_value,
+        {"cluster": target.job.cluster, "job": target.job.name},
+    )
+    assert get("flink_autoscaler_decisions_total", {**labels, "outcome": "PartialMetrics"}) == 1
+    assert get("flink_autoscaler_decisions_total", {**labels, "outcome": "NotRunning"}) is None
+    assert get("flink_autoscaler_balanced_total", labels) is None
