@@ -59,6 +59,14 @@ class BackgroundCheckpoint:
         """The checkpointed frames, in order (None stays None); raises what the checkpoint raised."""
         return self._future.result()
 
+    def wait(self, timeout_s: float) -> bool:
+        """Whether it ended (done or failed) within ``timeout_s``."""
+        try:
+            self._future.exception(timeout=timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
 
 class WindowFrames:
     """The window (``window``) and the custom-metric rows (``custom``, None while there are none) in
@@ -112,9 +120,12 @@ class WindowFrames:
             self._superseded.append(self.custom)
             self.custom = None
 
-    def abandon(self) -> None:
-        """Stop waiting for a checkpoint under way (the session is stopping: that ends it)."""
-        self._pending = None
+    def abandon(self, grace_s: float = 0.0) -> bool:
+        """Stop waiting for a checkpoint under way, once it ended or after ``grace_s``: the session is
+        stopping, which ends it (a checkpoint cut short by the stop logs Spark errors). Whether none was
+        left running."""
+        pending, self._pending = self._pending, None
+        return pending is None or pending.wait(grace_s)
 
     def drop(self) -> None:
         """Forget every frame and free what can be freed: what is left of them is unusable."""

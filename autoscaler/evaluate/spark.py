@@ -98,6 +98,7 @@ __all__ = [
     "windowed_custom_metrics",
 ]
 
+STOP_GRACE_S = 10.0  # how long stop() waits for a background checkpoint under way
 # Spark's error class for a local checkpoint whose blocks went with their executor: not recomputable.
 _LOST_WINDOW = ("CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND",)
 # A Connect session the server no longer knows (it restarted, or expired the session): the client closes
@@ -192,8 +193,10 @@ class SparkEvaluator:
     def stop(self) -> None:
         """Stop the session this evaluator runs on now (a reconnect replaces the one it started with).
 
-        A background checkpoint under way is abandoned: stopping the session ends it."""
-        self._frames.abandon()
+        A background checkpoint under way is given :data:`STOP_GRACE_S` to end (it takes a second or
+        less), then abandoned: stopping the session ends it."""
+        if not self._frames.abandon(STOP_GRACE_S):
+            log.info("spark_window_checkpoint_abandoned", grace_s=STOP_GRACE_S)
         with contextlib.suppress(Exception):  # a session that is gone has nothing left to stop
             self._spark.stop()
 
