@@ -65,10 +65,12 @@ async def decide_jobs(
     *,
     flink_cooldown_ms: Mapping[str, int],
     confirm_timeout: timedelta,
+    interval: timedelta = timedelta(seconds=10),
 ) -> list[JobStep]:
     """Settle each job's pending rescale, then run the gates on its evaluation.
 
-    ``flink_cooldown_ms`` is each cluster's adaptive-scheduler cooldown (cluster name -> ms).
+    ``flink_cooldown_ms`` is each cluster's adaptive-scheduler cooldown (cluster name -> ms);
+    ``interval`` the control loop's, the first step of a refused PUT's backoff.
     """
 
     async def one(step: JobStep) -> JobStep:
@@ -95,6 +97,7 @@ async def decide_jobs(
         )
         decision = _verify_last_scaling(decision, rec)
         decision = _standing_request(decision, below, step.sample)
+        decision = _refused_backoff(decision, _refused_retry_ms(state, interval), rec.now_ms)
         rec.decided(decision, options)
         if not decision.applies:
             rec.save(job.key, decision.state)
@@ -145,9 +148,8 @@ STUCK_BACKOFF_CAP = timedelta(hours=1)
 
 
 def _stuck_retry_ms(state: JobState, timeout: timedelta) -> int | None:
-    """When a job whose last rescales never ran (or Flink refused them) may be rescaled again:
-    ``confirm_timeout`` after the first one was given up, doubling with each one more (at most an hour);
-    None when none is stuck.
+    """When a job whose last rescales never ran may be rescaled again: ``confirm_timeout`` after the
+    first one was given up, doubling with each one more (at most an hour); None when none is stuck.
 
     Flink accepted those PUTs (its requirements are set) but did not run them: most often too few
     free slots, which a new PUT does not create. A PUT every ``confirm_timeout`` would only add
@@ -166,6 +168,28 @@ def _standing(state: JobState) -> dict[str, int]:
     if state.pending is not None or not state.history or state.history[-1].confirmed_ms is None:
         return {}
     return {vid: new for vid, (_, new) in state.history[-1].changes.items()}
+
+
+def _refused_retry_ms(state: JobState, interval: timedelta) -> int | None:
+    """When a job whose last PUTs Flink refused (4xx) may ask again: one control interval after the
+    first, doubling with each one more (at most an hour), half an interval early so that a tick a few
+    milliseconds early still counts; None when none was refused."""
+    if not state.refused_rescales or state.refused_ms is None:
+        return None
+    backoff = min(interval * 2 ** (state.refused_rescales - 1), STUCK_BACKOFF_CAP)
+    return state.refused_ms + to_ms(backoff) - to_ms(interval) // 2
+
+
+def _refused_backoff(decision: Decision, retry_ms: int | None, now_ms: int) -> Decision:
+    """A rescale is not asked for while a refused one's backoff runs (``RescaleRejected``)."""
+    if not decision.applies or retry_ms is None or now_ms >= retry_ms:
+        return decision
+    n = decision.state.refused_rescales
+    text = (
+        f"Flink refused the last {n} rescale(s) in a row: no new one before "
+        f"{(retry_ms - now_ms) / 1000:.0f} s from now"
+    )
+    return decision.with_changes(decision.changes, Reason.RESCALE_REJECTED, text)
 
 
 def _standing_request(
@@ -275,14 +299,15 @@ async def realize_jobs(
     *,
     clusters: Clusters,
     now_ms: Callable[[], int],
-    confirm_timeout: timedelta = timedelta(minutes=5),
+    interval: timedelta = timedelta(seconds=10),
 ) -> list[JobOutcome]:
     """Ask Flink for each approved parallelism (idempotently) and remember the rescale as pending.
 
     ``now_ms`` reads the clock: the lease is checked at the moment of the request, not the tick's
     start, since another daemon may act once it has lapsed. A PUT Flink refuses (4xx: a read-only
-    proxy, a request Flink finds invalid) is ``RescaleRejected`` and counts as a rescale that did not
-    take: the next waits the same doubling backoff as a stuck one, instead of a PUT every tick.
+    proxy, a request Flink finds invalid) is ``RescaleRejected``: the next is asked a control
+    ``interval`` later, then after a backoff doubling with each refusal in a row (``decide_jobs``),
+    instead of a refused PUT every tick.
     """
 
     async def one(step: JobStep) -> JobStep:
@@ -301,11 +326,11 @@ async def realize_jobs(
             if not 400 <= err.status < 500:
                 raise
             refused = replace(
-                decision.state, stuck_rescales=decision.state.stuck_rescales + 1, stuck_ms=rec.now_ms
+                decision.state, refused_rescales=decision.state.refused_rescales + 1, refused_ms=rec.now_ms
             )
             rec.save(job.key, refused)
-            retry = _stuck_retry_ms(refused, confirm_timeout)
-            text = rec.rejected(job, desired, err, refused.stuck_rescales, retry, options)
+            retry = _refused_retry_ms(refused, interval)
+            text = rec.rejected(job, desired, err, refused.refused_rescales, retry, options)
             ended = JobOutcome(job, rec.now_ms, Reason.RESCALE_REJECTED, text, decision, step.chain)
             return replace(step, outcome=rec.outcome(ended))
         previous = {vid: c.current for vid, c in decision.changes.items()}
@@ -314,7 +339,7 @@ async def realize_jobs(
         metrics = record_metrics(decision.evaluation, change_map) if decision.evaluation else {}
         needed = needed_capacity(decision.evaluation, change_map) if decision.evaluation else {}
         record = ScalingRecord(rec.now_ms, change_map, metrics=metrics, needed_capacity=needed)
-        scaled = decision.state.with_scaling(record, pending)
+        scaled = replace(decision.state.with_scaling(record, pending), refused_rescales=0, refused_ms=None)
         rec.save(job.key, replace(scaled, history=trim_history(scaled.history, rec.now_ms, options)))
         advice = advice_for(step.sample, desired)  # TaskManager memory: advised, never applied over REST
         if advice is not None:

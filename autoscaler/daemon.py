@@ -126,6 +126,7 @@ class Daemon:
                 rec,
                 flink_cooldown_ms={c.name: c.flink_cooldown_ms for c in self.clusters},
                 confirm_timeout=self.settings.confirm_timeout,
+                interval=self.settings.control_loop_interval,
             )
             rec.lap("decide")
             approved = await run_plugins(
@@ -139,7 +140,7 @@ class Daemon:
                 rec,
                 clusters=self.clusters,
                 now_ms=self.clock.now_ms,
-                confirm_timeout=self.settings.confirm_timeout,
+                interval=self.settings.control_loop_interval,
             )
             rec.lap("realize")
             report = await self._record(rec, collected, loaded, outcomes, only_job)

@@ -108,8 +108,8 @@ def decide(
     if stuck_retry_ms is not None and now_ms < stuck_retry_ms:
         return no(
             Reason.RESCALE_STUCK,
-            f"the last {state.stuck_rescales} rescale(s) did not take (Flink never ran them, too few free "
-            f"slots?, or refused them): no new one before {_utc(stuck_retry_ms)} "
+            f"the last {state.stuck_rescales} rescale(s) were accepted by Flink but never ran (too few "
+            f"free slots?): no new one before {_utc(stuck_retry_ms)} "
             f"({(stuck_retry_ms - now_ms) / 1000:.0f} s)",
         )
     if evaluation.not_ready is not None:

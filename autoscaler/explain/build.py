@@ -70,6 +70,11 @@ GATES: tuple[tuple[str, frozenset[Reason], str], ...] = (
         frozenset({Reason.WAITING_FOR_SLOTS}),
         "no change is one Flink already holds for a vertex it runs below it",
     ),
+    (
+        "refused rescale",
+        frozenset({Reason.RESCALE_REJECTED}),
+        "Flink did not refuse the last rescale, or the backoff after it has passed",
+    ),
 )
 _PLUGINS_GATE = "executor plugins"
 _SLOTS_GATE = "free slots"

@@ -36,7 +36,7 @@ _OUTCOME_WORDS: dict[str, str] = {
     Reason.COOLDOWN_DEFERRED: "deferred until the cooldown ends",
     Reason.WAITING_FOR_SLOTS: "waiting: too few free slots for the rescale (scaling.insufficient-slots)",
     Reason.RESCALE_IN_FLIGHT: "waiting: the last rescale is not running yet",
-    Reason.RESCALE_STUCK: "waiting: the last rescale did not take (backoff before the next)",
+    Reason.RESCALE_STUCK: "waiting: the last rescale never ran (backoff before the next)",
     Reason.RESCALE_REJECTED: "not scaled: Flink refused the new requirements (backoff before the next)",
     Reason.STABILIZING: "waiting: the job (re)started recently",
     Reason.WINDOW_NOT_FULL: "waiting: the metric window is not full yet",

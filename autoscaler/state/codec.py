@@ -81,6 +81,7 @@ def encode_state(state: JobState) -> str:
             "overrides": dict(state.overrides),
             # Written only while stuck, so a state without a stuck rescale encodes as before.
             **({"stuck": [state.stuck_rescales, state.stuck_ms]} if state.stuck_rescales else {}),
+            **({"refused": [state.refused_rescales, state.refused_ms]} if state.refused_rescales else {}),
             # Written once known, so a state without it encodes as before (an older reader ignores it).
             **({"job_id": state.job_id} if state.job_id is not None else {}),
         }
@@ -213,6 +214,7 @@ def decode_state(version: int, text: str) -> JobState:
     }
     overrides = {k: _int(v, "overrides") for k, v in _obj(data.get("overrides", {}), "overrides").items()}
     stuck, stuck_ms = _pair(data.get("stuck", [0, None]), "stuck", _opt_int)
+    refused, refused_ms = _pair(data.get("refused", [0, None]), "refused", _opt_int)
     return JobState(
         last_rescale_ms=_opt_int(data.get("last_rescale_ms"), "last_rescale_ms"),
         pending=pending,
@@ -220,6 +222,8 @@ def decode_state(version: int, text: str) -> JobState:
         overrides=overrides,
         stuck_rescales=stuck or 0,
         stuck_ms=stuck_ms,
+        refused_rescales=refused or 0,
+        refused_ms=refused_ms,
         job_id=None if data.get("job_id") is None else _str(data["job_id"], "job_id"),
     )
 

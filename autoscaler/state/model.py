@@ -184,6 +184,10 @@ class JobState:
     # up: the next one waits a doubling backoff instead of a PUT every confirm_timeout (act.py).
     stuck_rescales: int = 0
     stuck_ms: int | None = None
+    # PUTs in a row that Flink refused (4xx, RescaleRejected), and when the last was: the next waits a
+    # backoff doubling from one control interval, instead of a refused PUT every tick (act.py).
+    refused_rescales: int = 0
+    refused_ms: int | None = None
     # The JobID the state was last saved for; None before that (or when stored by a version that did not
     # keep it). Another JobID running under the job's name means it was resubmitted (act.py).
     job_id: str | None = None
@@ -208,9 +212,9 @@ class JobState:
         Kept, because it describes the job's code and data, not one run of it: the scaling history
         (restart times, observed scalability, verifications) and the last rescale's time (cooldown).
         Dropped, because it belonged to the old JobID: the pending rescale (sent to a job that no longer
-        runs, so it can never be confirmed), the stuck-rescale count and its backoff, the delayed
-        scale-downs (recommended from the old run's metrics at its parallelism) and the overrides (what
-        was asked of the old JobID; the new one runs what it was submitted with).
+        runs, so it can never be confirmed), the stuck and refused rescale counts and their backoffs,
+        the delayed scale-downs (recommended from the old run's metrics at its parallelism) and the
+        overrides (what was asked of the old JobID; the new one runs what it was submitted with).
         """
         return replace(
             self,
@@ -220,6 +224,8 @@ class JobState:
             overrides={},
             stuck_rescales=0,
             stuck_ms=None,
+            refused_rescales=0,
+            refused_ms=None,
         )
 
     def with_scaling(self, record: ScalingRecord, pending: PendingRescale | None) -> JobState:

@@ -218,8 +218,8 @@ def test_a_cluster_unreachable_mid_run(world: World) -> None:
 # ------------------------------------------------------------------------------------ error bursts
 def test_a_burst_of_4xx_answers_to_the_rescale(world: World) -> None:
     """Flink rejects the PUT twice (400, as for an incomplete body), then takes it: no rescale is recorded
-    as made while it is rejected (no pending rescale, no stuck one later), each failed tick says why,
-    and the next tick asks again."""
+    as made while it is rejected (no pending rescale, no stuck one later), each refused tick says why
+    (``RescaleRejected``), and the daemon asks again: the next tick, then after a doubling backoff."""
     name, daemon = "rejects-put", world.daemon
     flaky = world.clusters[name]
 
@@ -227,9 +227,9 @@ def test_a_burst_of_4xx_answers_to_the_rescale(world: World) -> None:
         return [put for put in requirement_puts(flaky.proxy, flaky.job) if put.status == 400]
 
     def failures() -> list[LogLine]:
-        return daemon.job_logs("job_tick_failed", flaky.job, error=Contains("HTTP 400"))
+        return daemon.job_logs("rescale_rejected", flaky.job, detail=Contains("HTTP 400"))
 
-    def rejected_ticks() -> list[LogLine]:  # logged right after the tick's job_tick_failed line
+    def rejected_ticks() -> list[LogLine]:  # logged right after the tick's rescale_rejected line
         return [line for line in daemon.decisions(flaky.job) if "HTTP 400" in line["detail"]]
 
     _wait(daemon, lambda: len(rejected()) >= PUT_REJECTIONS, "the 400 burst")
@@ -244,8 +244,9 @@ def test_a_burst_of_4xx_answers_to_the_rescale(world: World) -> None:
     assert daemon.wait_metric(REST_ERRORS, PUT_REJECTIONS, **labels) == PUT_REJECTIONS
     _wait(daemon, lambda: len(rejected_ticks()) >= PUT_REJECTIONS, "a decision line per rejected PUT")
     assert len(failures()) == len(rejected_ticks()) == PUT_REJECTIONS
-    assert all(line["outcome"] != "Scaling" for line in rejected_ticks())
+    assert all(line["outcome"] == "RescaleRejected" for line in rejected_ticks())
     assert not daemon.job_logs("rescale_stuck", flaky.job)
+    assert not daemon.job_logs("job_tick_failed", flaky.job)
 
 
 def test_a_burst_of_5xx_answers_while_listing_jobs(world: World) -> None:

@@ -155,30 +155,33 @@ async def test_a_rejected_put_is_reported_leaves_no_pending_rescale_and_backs_of
             ]
         },
     )
-    w = World(
-        StubEvaluator({"Work": 3}),
-        faults={"a": {("PUT", r".*/resource-requirements"): rejected}},
-        confirm_timeout_s=60,
-    )
+    w = World(StubEvaluator({"Work": 3}), faults={"a": {("PUT", r".*/resource-requirements"): rejected}})
     report = await w.tick()
     outcomes = {o.job.name: o for o in report.outcomes}
     # Flink's refusal, not our bug (an alert on AutoscalerError stays quiet): RescaleRejected, its words
-    rejected_outcome = outcomes["job-a"]
-    assert rejected_outcome.outcome is Reason.RESCALE_REJECTED
-    assert "HTTP 400" in rejected_outcome.detail and "Job vertex [x] was not found" in rejected_outcome.detail
+    refused = outcomes["job-a"]
+    assert refused.outcome is Reason.RESCALE_REJECTED
+    assert "HTTP 400" in refused.detail and "Job vertex [x] was not found" in refused.detail
     state = w.state.load("a/job-a")
-    assert state.pending is None and state.history == () and state.stuck_rescales == 1
+    assert state.pending is None and state.history == () and state.refused_rescales == 1
     assert outcomes["job-b"].outcome is Reason.SCALING
     (event,) = [e for e in w.events.events("a/job-a") if e.reason is Reason.RESCALE_REJECTED]
-    assert str(event.type) == "Warning" and "the next rescale not before 60 s from now" in event.message
+    assert str(event.type) == "Warning" and "the next rescale not before 5 s from now" in event.message
     labels = {"cluster": "a", "job": "job-a"}
     assert w.metrics.registry.get_sample_value("flink_autoscaler_rescales_rejected_total", labels) == 1
-    # Not a PUT every tick: the next waits confirm_timeout, then twice that.
-    for _ in range(5):
-        assert (await w.tick()).for_job("job-a").outcome is Reason.RESCALE_STUCK
-    assert len(w.puts("a")) == 1
-    await w.tick(seconds=15)
-    assert len(w.puts("a")) == 2 and w.state.load("a/job-a").stuck_rescales == 2
+    # The next tick asks again (a refusal may pass); then each refusal in a row doubles the wait, in
+    # control intervals (10 s): not a refused PUT every tick.
+    puts_per_tick = []
+    for _ in range(8):
+        before = len(w.puts("a"))
+        report = await w.tick()
+        puts_per_tick.append(len(w.puts("a")) - before)
+    assert puts_per_tick == [1, 0, 1, 0, 0, 0, 1, 0]
+    assert w.state.load("a/job-a").refused_rescales == 4
+    waiting = report.for_job("job-a")
+    assert waiting.outcome is Reason.RESCALE_REJECTED and "refused the last 4 rescale(s)" in waiting.detail
+    gates = {g.gate: g.verdict for g in record_from_outcome(waiting).gates}
+    assert gates["refused rescale"] == "blocked"
 
 
 async def test_a_rescale_flink_never_applies_is_reported_stuck_then_decided_again():

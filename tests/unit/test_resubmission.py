@@ -42,6 +42,8 @@ def old_jobs_state(**changes: object) -> JobState:
         "overrides": {"w": 4},
         "stuck_rescales": 2,
         "stuck_ms": 4_000,
+        "refused_rescales": 1,
+        "refused_ms": 4_500,
         "job_id": OLD,
     }
     fields.update(changes)
@@ -77,6 +79,7 @@ async def test_a_new_jobid_keeps_the_history_and_drops_the_old_jobids_rescale_on
     assert state.job_id == NEW
     assert state.history == HISTORY and state.last_rescale_ms == 5_000  # what the job name learned
     assert state.pending is None and (state.stuck_rescales, state.stuck_ms) == (0, None)
+    assert (state.refused_rescales, state.refused_ms) == (0, None)
     assert state.delayed_scale_down == {} and state.overrides == {}
     [(kind, text)] = resubmissions(rec)
     assert kind is EventType.WARNING  # a rescale in flight was dropped

@@ -1002,3 +1002,11 @@ def test_stuck_rescales_round_trip_and_are_absent_when_none() -> None:
     assert json.loads(text)["stuck"] == [2, 5] and decode_state(1, text) == stuck
     assert "stuck" not in encode_state(JobState(last_rescale_ms=1))
     assert decode_state(1, encode_state(JobState(last_rescale_ms=1))).stuck_rescales == 0
+
+
+def test_refused_rescales_round_trip_and_are_absent_when_none() -> None:
+    """RescaleRejected backoff: written only after a refused PUT; other states encode as before."""
+    refused = JobState(last_rescale_ms=1, refused_rescales=3, refused_ms=7)
+    text = encode_state(refused)
+    assert json.loads(text)["refused"] == [3, 7] and decode_state(1, text) == refused
+    assert "refused" not in encode_state(JobState(last_rescale_ms=1))
