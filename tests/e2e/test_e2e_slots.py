@@ -4,7 +4,8 @@ Each job holds one slot at first (one slot-sharing group, every vertex at 1), so
 4,000 rec/s offered, Work (1,250 rec/s per subtask) needs ceil(4000 / (1250 * 0.7)) = 5 subtasks, 6
 with the default restart term: five or so slots more per job, ten or so together. The job with
 ``scaling.slot-priority`` 10 (a global job parameter: in a session cluster the one place a job's own
-options show) claims first and gets all it asked for. The other gets what is left: capped to it, or,
+options show) claims first: all it asked for, or every free slot if that is short. The other gets what
+is left: capped to it, or,
 with nothing that grows left, held (``WaitingForSlots``); either way a ScalingLimited event names the
 numbers and the job that took the slots. Still short of what it needs, it then waits for slots tick
 after tick instead of asking again. Flink runs exactly what was asked, within its eight slots.
@@ -17,6 +18,7 @@ slots are shared, not who claims first, so the test asserts the sharing, not the
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -32,6 +34,11 @@ BASE = {
 }
 RATE = 4000
 URGENT, ROUTINE = "e2e-slots-urgent", "e2e-slots-routine"
+
+
+def slots_asked(scaling_event: dict[str, Any]) -> int:
+    """The slots a ``Scaling`` event's requirements need: its widest vertex (one slot-sharing group)."""
+    return max(int(upper) for upper in re.findall(r"[0-9a-f]{32}: \d+\.\.(\d+)", scaling_event["message"]))
 
 
 def test_two_jobs_wanting_more_than_the_free_slots_share_them_by_priority(submit_job, run_daemon, timings):
@@ -68,21 +75,28 @@ def test_two_jobs_wanting_more_than_the_free_slots_share_them_by_priority(submit
     timings.add(test, "load change -> the arbitration's events", max(first["t"], held["t"]) - load_at)
     urgent_p = requested_bounds(first, WORK_ID)[1]
 
-    # The check and the arbitration: the urgent job first, with all it asked for; the routine one was
-    # left what the urgent job did not take, and the event says who took the rest.
+    # The check and the arbitration: the urgent job claims first, so no other job's claim holds it
+    # back (it may only be capped by what is free); the routine one was left what the urgent job did not
+    # take, and its event says who took the rest. A job holds as many slots as its widest vertex.
     message = held["message"]
     assert f"e2e/{URGENT} (priority 10" in message and "took" in message, message
-    assert not [e for e in daemon.events("ScalingLimited") if e["job"] == f"e2e/{URGENT}"]
+    urgent_limited = [
+        e for e in daemon.events("ScalingLimited") if e["job"] == f"e2e/{URGENT}" and e["t"] >= load_at
+    ]
+    assert not [e for e in urgent_limited if "before it this tick" in e["message"]], urgent_limited
+    urgent_slots = slots_asked(first)
     scalings = daemon.events("Scaling")
     routine_scaled = [e for e in scalings if e["job"] == f"e2e/{ROUTINE}" and e["t"] >= load_at]
     if routine_scaled:  # capped to what was left
         assert "asking for what fits" in message and "(wanted " in message, message
+        assert not urgent_limited, urgent_limited  # the urgent job got all it asked for, with slots left
         routine_p = requested_bounds(routine_scaled[0], WORK_ID)[1]
-        assert routine_p > 1 and (urgent_p - 1) + (routine_p - 1) == 6, (urgent_p, routine_p)
+        routine_slots = slots_asked(routine_scaled[0])
+        assert routine_p > 1 and (urgent_slots - 1) + (routine_slots - 1) == 6, (urgent_slots, routine_slots)
     else:  # nothing left that grows: held
         assert "not rescaling until it fits" in message, message
         routine_p = 1
-        assert urgent_p - 1 == 6, urgent_p
+        assert urgent_slots - 1 == 6, urgent_slots
 
     # Flink runs what was asked, within its eight slots.
     wait_until(
