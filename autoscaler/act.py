@@ -147,6 +147,14 @@ def _confirm_pending(sample: JobSample, state: JobState, rec: TickRecord, timeou
 STUCK_BACKOFF_CAP = timedelta(hours=1)
 
 
+def _doubling_backoff_ms(in_a_row: int, last_ms: int | None, first: timedelta) -> int | None:
+    """``last_ms`` plus ``first``, doubled for each failure in a row after the first (at most
+    :data:`STUCK_BACKOFF_CAP`); None without a failure."""
+    if not in_a_row or last_ms is None:
+        return None
+    return last_ms + to_ms(min(first * 2 ** (in_a_row - 1), STUCK_BACKOFF_CAP))
+
+
 def _stuck_retry_ms(state: JobState, timeout: timedelta) -> int | None:
     """When a job whose last rescales never ran may be rescaled again: ``confirm_timeout`` after the
     first one was given up, doubling with each one more (at most an hour); None when none is stuck.
@@ -155,10 +163,7 @@ def _stuck_retry_ms(state: JobState, timeout: timedelta) -> int | None:
     free slots, which a new PUT does not create. A PUT every ``confirm_timeout`` would only add
     restarts' worth of records to the history and a target drifting with the backlog.
     """
-    if not state.stuck_rescales or state.stuck_ms is None:
-        return None
-    backoff = min(timeout * 2 ** (state.stuck_rescales - 1), STUCK_BACKOFF_CAP)
-    return state.stuck_ms + to_ms(backoff)
+    return _doubling_backoff_ms(state.stuck_rescales, state.stuck_ms, timeout)
 
 
 def _standing(state: JobState) -> dict[str, int]:
@@ -174,10 +179,8 @@ def _refused_retry_ms(state: JobState, interval: timedelta) -> int | None:
     """When a job whose last PUTs Flink refused (4xx) may ask again: one control interval after the
     first, doubling with each one more (at most an hour), half an interval early so that a tick a few
     milliseconds early still counts; None when none was refused."""
-    if not state.refused_rescales or state.refused_ms is None:
-        return None
-    backoff = min(interval * 2 ** (state.refused_rescales - 1), STUCK_BACKOFF_CAP)
-    return state.refused_ms + to_ms(backoff) - to_ms(interval) // 2
+    retry = _doubling_backoff_ms(state.refused_rescales, state.refused_ms, interval)
+    return None if retry is None else retry - to_ms(interval) // 2
 
 
 def _refused_backoff(decision: Decision, retry_ms: int | None, now_ms: int) -> Decision:
