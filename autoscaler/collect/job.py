@@ -42,6 +42,7 @@ from autoscaler.flink.models import JobDetails
 from autoscaler.model import HEAP_USAGE_RATIO, JobSample, JobTarget, TaskManagerSample, Unavailable
 from autoscaler.plugins.metrics import EXTERNAL_METRICS_BUDGET_S, ConfiguredProvider, declared_vertex_names
 from autoscaler.reasons import Reason
+from autoscaler.skew import VertexSkew
 
 __all__ = ["WARM_UP_PAUSE_S", "JobSlots", "collect"]
 
@@ -178,9 +179,8 @@ async def _collect(
         await pause()
         reading = await _read_mixed_once(client, target, now_ms, cache, providers, short_pause)
     cache.mark_warm(job.key, job.job_id)
-    sample = _sample(reading, target, now_ms, taskmanagers, fetches)
-    skew = await read_skew(client, job.job_id, sample.topology, reading.read, target.options)
-    return replace(sample, skew=skew) if skew else sample
+    skew = await read_skew(client, job.job_id, reading.details.topology(), reading.read, target.options)
+    return _sample(reading, target, now_ms, taskmanagers, fetches, skew)
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +274,7 @@ def _sample(
     now_ms: int,
     taskmanagers: TaskManagerSample,
     fetches: FetchCheck | None,
+    skew: Mapping[str, VertexSkew],
 ) -> JobSample:
     job, details = target.job, reading.details
     topology = details.topology()
@@ -304,6 +305,7 @@ def _sample(
         stale_ticks=fresh.stale_ticks if fresh is not None else 0,
         restamped_ms=fresh.moved_ms if fresh is not None else 0,
         invalid_values=invalid,
+        skew=skew,
     )
 
 
