@@ -6,6 +6,8 @@ because it is one conversation with Flink's lazy metric store, in modules by wha
 - ``job``: ``collect()``, one job's sample, including the warm-up retry of a job's first collection;
 - ``fetch``: ``/jobs/:id``, the wait (once per cluster) for the metric fetch the tick started to land,
   and telling a job read across a fetch;
+- ``catch_up``: since when each source has been catching up, so that its observed true processing rate
+  counts only once Flink's 60 s meters hold nothing else;
 - ``freshness``: whether a tick read a new fetch or the last one again (stale), and the warning when
   the loop is too fast for the cluster's fetch interval;
 - ``names``: the metric-name cache (only listed names are ever queried);

@@ -47,6 +47,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, replace
 
+from autoscaler.collect.catch_up import CatchUpBook
 from autoscaler.collect.fetch import Reading, io_reading
 from autoscaler.flink.models import JobDetails
 
@@ -132,6 +133,8 @@ class FetchBook:
 
     def __init__(self) -> None:
         self._last: dict[str, _Last] = {}
+        # The same jobs' other memory of their readings: since when each source has been catching up.
+        self.catch_up = CatchUpBook()
 
     def judge(self, job_key: str, details: JobDetails, now_ms: int, timing: FetchTiming) -> Freshness:
         """Remember this tick's reading of the job and say whether it is new (see the module doc)."""
@@ -164,6 +167,7 @@ class FetchBook:
 
     def forget(self, job_key: str) -> None:
         self._last.pop(job_key, None)
+        self.catch_up.forget(job_key)
 
     def __contains__(self, job_key: object) -> bool:
         return job_key in self._last

@@ -93,7 +93,9 @@ async def collect(
     ``fetches`` (the cluster's :class:`~autoscaler.collect.freshness.FetchBook` and timing) tells a new
     reading from the last fetch served again: a stale sample keeps the time it was first read at and
     says for how many ticks (``JobSample.stale_ticks``); one served for too long is ``StaleMetrics``.
-    Without it every reading counts as new.
+    Its ``catch_up`` book leaves out a source's observed true processing rate until the source has been
+    catching up for ``observed-true-processing-rate.settle-time``. Without it every reading counts as
+    new and every catching-up sample is measured.
 
     ``sleep(warm_up_pause_s)`` is awaited at most once, on a job's first collection, before collecting
     it once more because an answer was incomplete; ``sleep(FETCH_POLL_S)`` before reading a job again
@@ -293,9 +295,18 @@ def _sample(
         vid: n for vid in reading.read if topology.is_source(vid) and (n := source_partitions(names[vid])) > 0
     }
     vertices, invalid = without_impossible(vertices, {v.id: v.name for v in topology})
+    ts_ms = fresh.ts_ms if fresh is not None else now_ms
+    if fetches is not None:
+        vertices = fetches.book.catch_up.settle(
+            job.key,
+            running_since_ms=details.running_since_ms,
+            ts_ms=ts_ms,
+            vertices=vertices,
+            settle_ms=round(target.options.observed_tpr_settle_time.total_seconds() * 1000),
+        )
     return JobSample(
         target=target,
-        ts_ms=fresh.ts_ms if fresh is not None else now_ms,
+        ts_ms=ts_ms,
         running_since_ms=details.running_since_ms,
         topology=topology,
         vertices={vid: vertices[vid] for vid in topology.vertices},

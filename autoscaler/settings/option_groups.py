@@ -181,6 +181,15 @@ class RateOptions(BaseModel):
         validation_alias=_k("observed-true-processing-rate.min-observations"),
         description="Observations needed before the observed true processing rate is used.",
     )
+    observed_tpr_settle_time: Duration = Field(
+        timedelta(seconds=60),
+        validation_alias=_k("observed-true-processing-rate.settle-time"),
+        json_schema_extra=OURS,
+        description="How long a source must have been catching up, and its job running, before its "
+        "observed true processing rate is measured: Flink's rate meter and back-pressure gauge average "
+        "the last 60 s, which right after a load step still hold the calm before it (0: from the first "
+        "catching-up sample, as the reference does).",
+    )
     busy_time_aggregator: Annotated[BusyTimeAggregator, BeforeValidator(upper)] = Field(
         BusyTimeAggregator.MAX,
         validation_alias=_k("metrics.busy-time.aggregator"),

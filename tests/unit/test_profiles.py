@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.settings.profiles import PROFILES, REFERENCE
 
@@ -13,6 +15,7 @@ def test_reference_is_the_reference_defaults_with_our_additions_turned_off() -> 
         scale_down_keep_last_peak=False,
         insufficient_slots="IGNORE",
         slow_subtasks_enabled=False,
+        observed_tpr_settle_time=timedelta(0),
     )
 
 

@@ -168,6 +168,7 @@ def test_only_our_own_keys_are_outside_the_reference_table():
     assert ours == {
         "metrics.load-change.threshold",
         "metrics.prefer-counter-rates",
+        "observed-true-processing-rate.settle-time",
         "scale-down.keep-last-peak.enabled",
         "scaling.busy-time-only.enabled",
         "scaling.insufficient-slots",
