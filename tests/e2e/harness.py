@@ -74,6 +74,7 @@ SOURCE = "Source: BacklogSource"
 WORK = "Work"
 AGGREGATE = "Aggregate"
 WORK_ID = "674df9b0384c0348e0b9d1034a44c46c"  # Flink derives it from the operator uid "work"
+SOURCE_ID = "e5a72f353fc1e6bbf3bd96a41384998c"  # and the source's from its uid
 CLUSTER = "e2e"  # the cluster's name in the daemon's config: a job's key is "e2e/<job name>"
 
 _T = TypeVar("_T")

@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 import pytest
-from harness import WORK, WORK_ID, requested_bounds, wait_until
+from harness import SOURCE_ID, WORK, WORK_ID, requested_bounds, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -74,6 +74,10 @@ def test_two_jobs_wanting_more_than_the_free_slots_share_them_by_priority(submit
     first, held = wait_until("the arbitration", arbitrated, 600, every_s=2, alive=daemon.check_alive)
     timings.add(test, "load change -> the arbitration's events", max(first["t"], held["t"]) - load_at)
     urgent_p = requested_bounds(first, WORK_ID)[1]
+    # Only Work is short: the source keeps up at 1. Its observed rate right after the step came from
+    # Flink's 60 s meters holding the calm before it (703 rec/s), and sized it 1 -> 9 in one run, until
+    # observed-true-processing-rate.settle-time.
+    assert requested_bounds(first, SOURCE_ID) == (1, 1), first["message"]
 
     # The check and the arbitration: the urgent job claims first, so no other job's claim holds it
     # back (it may only be capped by what is free); the routine one was left what the urgent job did not
