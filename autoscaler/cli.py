@@ -188,6 +188,7 @@ async def _serve(
     decisions_dir: Path | None,
 ) -> int:
     """Spark up, then the daemon until SIGTERM or SIGINT."""
+    from autoscaler.archive import open_archive
     from autoscaler.daemon import Daemon
     from autoscaler.decision_store import JsonDecisionDir, outcome_recorder
     from autoscaler.evaluate.spark import start_evaluator
@@ -195,6 +196,7 @@ async def _serve(
     from autoscaler.plugins.evaluators import EvaluatorInstances
     from autoscaler.state import open_stores
 
+    archive = open_archive(settings, metrics)  # an unwritable archive_dir stops the start here
     stores = await asyncio.to_thread(open_stores, settings.state_url)  # migrates the schema
     try:
         lost = metrics.spark_lost
@@ -217,6 +219,7 @@ async def _serve(
                     if decisions_dir
                     else None
                 ),
+                archive=archive,
             )
             await _until_stopped(daemon)
         finally:
