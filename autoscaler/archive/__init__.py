@@ -2,7 +2,8 @@
 
 ``schema`` holds the two tables' Arrow schemas and the rows a tick's values become; ``layout`` the Hive
 partition directories and how a file is written; ``writer`` the buffer with its flush and retention
-policy; ``sink`` the worker thread the daemon hands each tick to.
+policy; ``sink`` the worker thread the daemon hands each tick to; ``export`` what
+``flink-autoscaler export-history`` writes from the state database.
 """
 
 from autoscaler.archive.schema import DECISIONS, SAMPLES, SCHEMA_VERSION
