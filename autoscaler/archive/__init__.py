@@ -1,9 +1,9 @@
 """The history archive: each tick's samples and decisions as Parquet, for backtests (docs/backtest.md).
 
 ``schema`` holds the two tables' Arrow schemas and the rows a tick's values become; ``layout`` the Hive
-partition directories and how a file is written; ``writer`` the buffer with its flush and retention
-policy; ``sink`` the worker thread the daemon hands each tick to; ``export`` what
-``flink-autoscaler export-history`` writes from the state database.
+partition directories and how a file is written; ``writer`` the flush and retention policy over
+``buffer`` (the rows between flushes, as Arrow); ``sink`` the worker thread the daemon hands each tick
+to; ``export`` what ``flink-autoscaler export-history`` writes from the state database.
 """
 
 from autoscaler.archive.schema import DECISIONS, SAMPLES, SCHEMA_VERSION

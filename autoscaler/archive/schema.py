@@ -49,7 +49,8 @@ SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(VertexSample))
 # TaskManagerSample's float and int fields, as tm_<name> columns (its memory pools are a struct).
 _TM_FLOATS = tuple(f.name for f in fields(TaskManagerSample) if f.type == "float")
 _TM_INTS = tuple(f.name for f in fields(TaskManagerSample) if f.type == "int")
-_MEMORY = pa.struct([pa.field(f.name, pa.int64()) for f in fields(TaskManagerMemory)])
+_MEMORY_FIELDS = tuple(f.name for f in fields(TaskManagerMemory))
+_MEMORY = pa.struct([pa.field(name, pa.int64()) for name in _MEMORY_FIELDS])
 _METRICS = pa.map_(pa.string(), pa.float64())
 _INPUT = pa.struct([pa.field("source", pa.string()), pa.field("ship_strategy", pa.string())])
 
@@ -122,7 +123,7 @@ def day_of(ts_ms: int) -> str:
 
 
 def _memory(memory: TaskManagerMemory | None) -> dict[str, int] | None:
-    return None if memory is None else {f.name: getattr(memory, f.name) for f in fields(TaskManagerMemory)}
+    return None if memory is None else {name: getattr(memory, name) for name in _MEMORY_FIELDS}
 
 
 def sample_rows(sample: JobSample) -> list[dict[str, Any]]:

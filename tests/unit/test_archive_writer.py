@@ -12,8 +12,10 @@ import pytest
 from archive_values import DAY_MS, JOB, OTHER, T0, outcome, sample
 
 from autoscaler.archive import ArchiveWriter, TickArchive
+from autoscaler.archive import writer as writer_module
 from autoscaler.archive.schema import DECISIONS_SCHEMA, SAMPLES_SCHEMA, SCHEMA_VERSION
 from autoscaler.metrics import MetricsReporter
+from autoscaler.model import JobSample
 
 MINUTE = 60_000
 
@@ -106,12 +108,36 @@ def test_rows_are_written_once_the_flush_interval_has_passed(tmp_path: Path) -> 
     assert len(read(tmp_path, "samples")) == 12
 
 
-def test_too_many_buffered_rows_flush_early(tmp_path: Path) -> None:
-    writer = ArchiveWriter(tmp_path, flush_interval_ms=60 * MINUTE, max_buffered_rows=3)
+def test_a_buffer_over_its_bytes_flushes_early(tmp_path: Path) -> None:
+    probe = ArchiveWriter(tmp_path / "probe", flush_interval_ms=60 * MINUTE)
+    probe.add(T0, [sample(T0)], [])
+    one_tick = probe.buffered_bytes
+    assert 0 < one_tick < 10_000  # Arrow columns: a few hundred bytes a row
+    writer = ArchiveWriter(tmp_path / "a", flush_interval_ms=60 * MINUTE, max_buffered_bytes=one_tick + 1)
     writer.add(T0, [sample(T0)], [])
-    assert files(tmp_path) == []
+    assert files(tmp_path / "a") == []
     writer.add(T0 + 10_000, [sample(T0 + 10_000)], [])
-    assert len(read(tmp_path, "samples")) == 4
+    assert len(read(tmp_path / "a", "samples")) == 4 and writer.buffered_bytes == 0
+
+
+def test_rows_arrow_cannot_take_are_dropped_and_counted_the_tick_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    metrics = MetricsReporter()
+    writer = ArchiveWriter(tmp_path, metrics=metrics)
+    real = writer_module.sample_rows
+
+    def wrong_type(value: JobSample) -> list[dict]:
+        rows = real(value)
+        if value.job is OTHER:
+            rows[0]["busy_time_ms_per_s"] = "busy"  # not a float
+        return rows
+
+    monkeypatch.setattr(writer_module, "sample_rows", wrong_type)
+    writer.add(T0, [sample(T0), sample(T0, OTHER)], [])
+    writer.flush(T0)
+    assert {r["job"] for r in read(tmp_path, "samples")} == {JOB.job_id}
+    assert metric(metrics, "flink_autoscaler_archive_failures_total", operation="convert") == 1
 
 
 def test_retention_deletes_only_the_days_before_it(tmp_path: Path) -> None:
