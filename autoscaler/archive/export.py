@@ -173,19 +173,27 @@ def export_history(
 ) -> ExportSummary:
     """Write the database's samples and scaling history under ``out``; raise ConfigError when there is
     no database to read or ``out`` cannot be written."""
+    import sqlalchemy as sa
+
     with _open_store(state_url) as store:
-        keys = [k for k in _job_keys(store) if not clusters or k.partition("/")[0] in clusters]
-        states = store.load_many(keys)
-        partitions: dict[tuple[str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
-        for key in keys:
-            cluster, state = key.partition("/")[0], states.get(key, JobState())
-            job_id = state.known_job_id or UNKNOWN_JOB_ID
-            for table, rows in (
-                (SAMPLES, _sample_rows(store, key, since_ms)),
-                (DECISIONS, _decision_rows(key, state, since_ms)),
-            ):
-                for row in rows:
-                    partitions[(table, cluster, job_id, day_of(row["ts_ms"]))].append(row)
+        try:
+            keys = [k for k in _job_keys(store) if not clusters or k.partition("/")[0] in clusters]
+            states = store.load_many(keys)
+            partitions: dict[tuple[str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
+            for key in keys:
+                cluster, state = key.partition("/")[0], states.get(key, JobState())
+                job_id = state.known_job_id or UNKNOWN_JOB_ID
+                for table, rows in (
+                    (SAMPLES, _sample_rows(store, key, since_ms)),
+                    (DECISIONS, _decision_rows(key, state, since_ms)),
+                ):
+                    for row in rows:
+                        partitions[(table, cluster, job_id, day_of(row["ts_ms"]))].append(row)
+        except sa.exc.SQLAlchemyError as exc:  # a table missing: a schema older than this version's
+            raise ConfigError(
+                f"cannot read the state database ({state_url!r}): {getattr(exc, 'orig', None) or exc}"
+                " (a database from an older version is migrated when this version's daemon starts on it)"
+            ) from exc
     counts = {SAMPLES: 0, DECISIONS: 0}
     for (table, cluster, job_id, day), rows in sorted(partitions.items()):
         directory = partition_dir(out, table, cluster, job_id, day)

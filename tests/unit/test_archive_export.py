@@ -138,3 +138,13 @@ def test_an_unwritable_directory_is_a_clear_error(tmp_path: Path, state_url: str
     (tmp_path / "file").write_text("")
     with pytest.raises(ConfigError, match="cannot write the archive under"):
         export_history(state_url, tmp_path / "file")
+
+
+def test_a_database_of_an_older_schema_is_a_clear_error(tmp_path: Path, state_url: str) -> None:
+    from autoscaler.state.db import downgrade, make_engine
+
+    engine = make_engine(state_url)
+    downgrade(engine, "0003")  # before the custom metrics' window
+    engine.dispose()
+    with pytest.raises(ConfigError, match="older version is migrated when this version's daemon starts"):
+        export_history(state_url, tmp_path / "a")
