@@ -296,8 +296,8 @@ class MetricsReporter:
         )
         self.archive_failures = Counter(
             "flink_autoscaler_archive_failures",
-            "History archive failures by operation: write, prune, convert (a value the schema cannot "
-            "hold) or queue_full (a tick not archived because the writer was too far behind)",
+            "History archive failures by operation: write, prune, compact, convert (a value the schema "
+            "cannot hold) or queue_full (a tick not archived because the writer was too far behind)",
             ("operation",),
             registry=r,
         )

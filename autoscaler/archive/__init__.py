@@ -2,8 +2,9 @@
 
 ``schema`` holds the two tables' Arrow schemas and the rows a tick's values become; ``layout`` the Hive
 partition directories and how a file is written; ``writer`` the flush and retention policy over
-``buffer`` (the rows between flushes, as Arrow); ``sink`` the worker thread the daemon hands each tick
-to; ``export`` what ``flink-autoscaler export-history`` writes from the state database.
+``buffer`` (the rows between flushes, as Arrow) and ``compact`` (a finished day's files merged);
+``sink`` the worker thread the daemon hands each tick to; ``export`` what
+``flink-autoscaler export-history`` writes from the state database.
 """
 
 from autoscaler.archive.schema import DECISIONS, SAMPLES, SCHEMA_VERSION

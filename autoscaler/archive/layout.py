@@ -72,8 +72,9 @@ def prune_days(root: Path, table: str, before_day: str) -> int:
     deleted = 0
     for _, _, day, directory in list(day_dirs(root, table)):
         if day < before_day:
-            shutil.rmtree(directory)
-            deleted += 1
+            with contextlib.suppress(FileNotFoundError):  # another daemon sharing the archive pruned it
+                shutil.rmtree(directory)
+                deleted += 1
     if deleted:
         for parent in sorted((root / table).glob("cluster=*/job=*")) + sorted(
             (root / table).glob("cluster=*")

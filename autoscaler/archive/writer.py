@@ -4,9 +4,9 @@ Flush policy: rows are kept in memory (as Arrow, ``autoscaler.archive.buffer``) 
 file per table, cluster, JobID and UTC day when ``flush_interval_ms`` has passed since the last flush
 (the daemon's clock, so tests use plain values), when the buffer holds more than ``max_buffered_bytes``
 (a bound on memory: 256 MB, about 8 minutes of a 1,000-job, 10-vertex fleet at 10 s ticks), and on
-close. A 1,000-job fleet thus writes about 2,000 files per flush instead of 2,000 every tick. Retention
-runs at most once an hour, at a flush: day partitions older than ``retention_days`` full UTC days before
-today are deleted (0 keeps everything).
+close. A 1,000-job fleet thus writes about 2,000 files per flush instead of 2,000 every tick. At most
+once an hour, at a flush, day partitions older than ``retention_days`` full UTC days before today are
+deleted (0 keeps everything), and each finished day's files are merged into one.
 
 Nothing here raises: a failed conversion or write is logged, counted
 (``flink_autoscaler_archive_failures_total{operation}``, the rows lost in
@@ -25,6 +25,7 @@ from typing import Any
 import structlog
 
 from autoscaler.archive.buffer import Partition, Rows, TableBuffer
+from autoscaler.archive.compact import compact_days
 from autoscaler.archive.layout import partition_dir, prune_days, write_part
 from autoscaler.archive.schema import DECISIONS, SAMPLES, TABLES, day_of, decision_rows, sample_rows
 from autoscaler.metrics import MetricsReporter
@@ -140,7 +141,29 @@ class ArchiveWriter:
         if self._last_prune_ms is None or now_ms - self._last_prune_ms >= _PRUNE_EVERY_MS:
             self._last_prune_ms = now_ms
             self.prune(now_ms)
+            self.compact(now_ms)
         return written
+
+    def compact(self, now_ms: int) -> int:
+        """Merge each finished day's part files into one (``autoscaler.archive.compact``); return the
+        day partitions merged. Never raises: a partition that fails is logged, counted and left."""
+        today = datetime.fromtimestamp(now_ms / 1000, UTC).date().isoformat()
+
+        def failed(directory: Path, exc: Exception) -> None:
+            log.error(
+                "archive_compact_failed", directory=str(directory), error=f"{type(exc).__name__}: {exc}"
+            )
+            self.metrics.archive_failures.labels("compact").inc()
+
+        merged = 0
+        for table in TABLES:
+            try:
+                merged += compact_days(self.root, table, today, now_ms, failed)
+            except OSError as exc:  # the archive's directories cannot be listed
+                failed(self.root / table, exc)
+        if merged:
+            log.info("archive_compacted", day_partitions=merged, before=today)
+        return merged
 
     def prune(self, now_ms: int) -> int:
         """Delete the day partitions retention no longer keeps; return how many. Never raises."""
