@@ -6,6 +6,10 @@ the memory bound flushes early); Spark pays for every file it lists and opens, s
 afterwards, since a flush just after midnight still adds the last minutes to it) its ``part-*`` files
 are read and written again as one.
 
+Only the day partitions this process wrote are compacted: a job is acted on by one daemon at a time,
+so daemons sharing an archive do not merge the same files (a day last written by a daemon that stopped
+before its next hourly pass is left as it is).
+
 Crash safety: the merged file records in its metadata the names of the files it replaces, and is
 renamed into place before they are deleted. A crash in between leaves both; the next pass first
 deletes every file a merged file names, so rows are never counted twice for longer than one pass. A
@@ -16,13 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from autoscaler.archive.layout import day_dirs, write_part
+from autoscaler.archive.layout import write_part
 
 __all__ = ["REPLACES_KEY", "compact_day", "compact_days"]
 
@@ -30,7 +34,11 @@ REPLACES_KEY = b"autoscaler.replaces"  # metadata of a merged file: the JSON lis
 
 
 def _drop_replaced(directory: Path) -> list[Path]:
-    """Delete the files a merged file in ``directory`` already holds; return the part files left."""
+    """Delete the files a merged file in ``directory`` already holds; return the part files left.
+
+    Two merges of the same files (two daemons sharing the archive, in the same instant) would both stay,
+    each holding the rows: the one with the later name, whose sources the other holds too, goes.
+    """
     parts = sorted(directory.glob("part-*.parquet"))
     if len(parts) < 2:  # the steady state of a finished day: nothing to read
         return parts
@@ -38,7 +46,10 @@ def _drop_replaced(directory: Path) -> list[Path]:
     for path in parts:
         metadata = pq.read_schema(path).metadata or {}
         if REPLACES_KEY in metadata:
-            replaced.update(json.loads(metadata[REPLACES_KEY]))
+            sources = set(json.loads(metadata[REPLACES_KEY]))
+            if sources <= replaced:  # parts are sorted: an earlier merge holds all of them
+                replaced.add(path.name)
+            replaced.update(sources)
     for path in parts:
         if path.name in replaced:
             with contextlib.suppress(FileNotFoundError):
@@ -65,16 +76,17 @@ def compact_day(directory: Path, stamp_ms: int) -> bool:
 
 
 def compact_days(
-    root: Path, table: str, before_day: str, stamp_ms: int, on_error: Callable[[Path, Exception], None]
+    directories: Iterable[Path], stamp_ms: int, on_error: Callable[[Path, Exception], None]
 ) -> int:
-    """Compact every day partition of ``table`` older than ``before_day``; return how many merged. A
-    partition that fails (a file Arrow cannot read, a full disk) goes to ``on_error`` and is left as it
-    is; the others are merged all the same."""
+    """Compact each of ``directories`` (finished days); return how many merged. A partition that fails
+    (a file Arrow cannot read, a full disk) goes to ``on_error`` and is left as it is; the others are
+    merged all the same."""
     merged = 0
-    for _, _, day, directory in day_dirs(root, table):
-        if day < before_day:
-            try:
-                merged += compact_day(directory, stamp_ms)
-            except Exception as exc:
-                on_error(directory, exc)
+    for directory in directories:
+        try:
+            merged += compact_day(directory, stamp_ms)
+        except FileNotFoundError:  # pruned meanwhile
+            continue
+        except Exception as exc:
+            on_error(directory, exc)
     return merged

@@ -64,6 +64,7 @@ class ArchiveWriter:
         self._buffers = self._empty()
         self._last_flush_ms: int | None = None
         self._last_prune_ms: int | None = None
+        self._written: dict[Path, str] = {}  # day partitions flushed since their last compaction -> day
         self._lock = threading.Lock()
 
     @staticmethod
@@ -135,6 +136,7 @@ class ArchiveWriter:
                     self.metrics.archive_rows_dropped.labels(table).inc(rows.num_rows)
                     continue
                 self.metrics.archive_rows.labels(table).inc(rows.num_rows)
+                self._written[directory] = day
                 written += 1
         if written:
             log.info("archive_flushed", files=written, root=str(self.root))
@@ -145,8 +147,9 @@ class ArchiveWriter:
         return written
 
     def compact(self, now_ms: int) -> int:
-        """Merge each finished day's part files into one (``autoscaler.archive.compact``); return the
-        day partitions merged. Never raises: a partition that fails is logged, counted and left."""
+        """Merge the part files of each finished day this writer wrote to into one
+        (``autoscaler.archive.compact``); return the day partitions merged. Never raises: a partition
+        that fails is logged, counted and left."""
         today = datetime.fromtimestamp(now_ms / 1000, UTC).date().isoformat()
 
         def failed(directory: Path, exc: Exception) -> None:
@@ -155,12 +158,10 @@ class ArchiveWriter:
             )
             self.metrics.archive_failures.labels("compact").inc()
 
-        merged = 0
-        for table in TABLES:
-            try:
-                merged += compact_days(self.root, table, today, now_ms, failed)
-            except OSError as exc:  # the archive's directories cannot be listed
-                failed(self.root / table, exc)
+        finished = [directory for directory, day in self._written.items() if day < today]
+        for directory in finished:
+            del self._written[directory]
+        merged = compact_days(finished, now_ms, failed)
         if merged:
             log.info("archive_compacted", day_partitions=merged, before=today)
         return merged

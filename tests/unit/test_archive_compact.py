@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-from archive_values import DAY_MS, JOB, T0, outcome, sample
+from archive_values import DAY_MS, JOB, OTHER, T0, outcome, sample
 
 from autoscaler.archive import ArchiveWriter
 from autoscaler.archive.compact import REPLACES_KEY, compact_day
@@ -91,10 +91,33 @@ def test_the_hourly_pass_of_a_flush_compacts_the_days_before(tmp_path: Path) -> 
 
 
 def test_a_broken_partition_does_not_stop_the_others(tmp_path: Path) -> None:
+    writer = ArchiveWriter(tmp_path, flush_interval_ms=FAR)
+    for i in range(2):
+        writer.add(T0 + i, [sample(T0 + i), sample(T0 + i, OTHER)], [])
+        writer.flush(T0 + i)
+    broken = partition_dir(tmp_path, "samples", OTHER.cluster, OTHER.job_id, "2025-11-27")
+    (broken / "part-0000000000000-broken.parquet").write_bytes(b"not parquet")
+    assert writer.compact(T0 + DAY_MS) == 1  # JOB's samples merged; OTHER's day left as it was
+    assert len(list(broken.glob("part-*.parquet"))) == 3
+
+
+def test_only_the_days_this_writer_wrote_are_compacted(tmp_path: Path) -> None:
     three_flushes(tmp_path)
-    writer = three_flushes(tmp_path, start=T0 + 1000)  # a second run: six files a day
-    other = partition_dir(tmp_path, "samples", "c9", "f" * 32, "2025-11-27")
-    shutil.copytree(partition_dir(tmp_path, "samples", JOB.cluster, JOB.job_id, "2025-11-27"), other)
-    (other / "part-0000000000000-broken.parquet").write_bytes(b"not parquet")
-    assert writer.compact(T0 + DAY_MS) == 2  # JOB's samples and decisions; c9's broken day left
-    assert len(list(other.glob("part-*.parquet"))) == 7
+    writer = ArchiveWriter(tmp_path, flush_interval_ms=FAR)  # another daemon, or this one restarted
+    assert writer.compact(T0 + DAY_MS) == 0
+    day = partition_dir(tmp_path, "samples", JOB.cluster, JOB.job_id, "2025-11-27")
+    assert len(list(day.glob("part-*.parquet"))) == 3
+
+
+def test_two_merges_of_the_same_files_keep_one(tmp_path: Path) -> None:
+    three_flushes(tmp_path)
+    day = partition_dir(tmp_path, "samples", JOB.cluster, JOB.job_id, "2025-11-27")
+    before, aside = rows(day), tmp_path / "aside"
+    shutil.copytree(day, aside)
+    assert compact_day(day, T0 + DAY_MS)  # one daemon's merge ...
+    assert compact_day(aside, T0 + DAY_MS + 1)  # ... and another's of the same files, in the same instant
+    [second] = aside.glob("part-*.parquet")
+    shutil.copy(second, day / second.name)
+    assert len(rows(day)) == 2 * len(before)
+    assert not compact_day(day, T0 + DAY_MS + 2)
+    assert rows(day) == before and [p.name for p in day.glob("part-*.parquet")] != [second.name]
