@@ -1,4 +1,5 @@
-"""Command line: ``flink-autoscaler run | status | explain | demo | simulate | plugins | check-config``.
+"""Command line: ``flink-autoscaler run | status | explain | export-history | demo | simulate | plugins |
+check-config``.
 
 ``main(argv)`` parses the list it is given, so tests never touch sys.argv. ``status`` and ``explain``
 read what a running daemon wrote (``run --decisions-dir``), so they work beside it, in another process.
@@ -82,6 +83,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     _reader_options(why)
     why.set_defaults(func=_cmd_explain)
+
+    export = sub.add_parser(
+        "export-history", help="write the state database's samples and rescales as the Parquet archive"
+    )
+    export.add_argument("--config", "-c", type=Path, help="the daemon's config file (for state_url)")
+    export.add_argument("--out", type=Path, required=True, metavar="DIR", help="the archive's directory")
+    export.add_argument(
+        "--since", metavar="WHEN", help="only rows from then on: 2026-11-20, 2026-11-20T12:00 (UTC) or 7 d"
+    )
+    export.add_argument(
+        "--cluster", action="append", default=[], metavar="NAME", help="only this cluster (repeatable)"
+    )
+    export.set_defaults(func=_cmd_export_history)
 
     demo = sub.add_parser(
         "demo", help="run the daemon against a simulated cluster whose load steps up, then down"
@@ -188,6 +202,7 @@ async def _serve(
     decisions_dir: Path | None,
 ) -> int:
     """Spark up, then the daemon until SIGTERM or SIGINT."""
+    from autoscaler.archive import open_archive
     from autoscaler.daemon import Daemon
     from autoscaler.decision_store import JsonDecisionDir, outcome_recorder
     from autoscaler.evaluate.spark import start_evaluator
@@ -195,6 +210,7 @@ async def _serve(
     from autoscaler.plugins.evaluators import EvaluatorInstances
     from autoscaler.state import open_stores
 
+    archive = open_archive(settings, metrics)  # an unwritable archive_dir stops the start here
     stores = await asyncio.to_thread(open_stores, settings.state_url)  # migrates the schema
     try:
         lost = metrics.spark_lost
@@ -217,6 +233,7 @@ async def _serve(
                     if decisions_dir
                     else None
                 ),
+                archive=archive,
             )
             await _until_stopped(daemon)
         finally:
@@ -308,6 +325,14 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     earlier = [r for r in history if r.ts_ms < record.first_ms][-(args.last - 1) :] if args.last > 1 else []
     print(explain(record, now_ms=SystemClock().now_ms(), events=events, earlier=earlier))
     return 0
+
+
+def _cmd_export_history(args: argparse.Namespace) -> int:
+    from autoscaler.archive.export import export_command
+
+    settings = Settings.load(args.config)
+    with _warnings_only():
+        return export_command(settings.state_url, args.out, since=args.since, clusters=args.cluster)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ import httpx
 import structlog
 
 from autoscaler.act import ChainLog, decide_jobs, realize_jobs, run_plugins
+from autoscaler.archive import TickArchive
 from autoscaler.claim_slots import claim_slots
 from autoscaler.clock import Clock, SystemClock
 from autoscaler.cluster import Clusters, Collected
@@ -57,6 +58,7 @@ class Daemon:
         evaluators: EvaluatorInstances | None = None,
         transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
         on_outcome: Callable[[JobOutcome], None] | None = None,
+        archive: TickArchive | None = None,
     ) -> None:
         self.settings = settings
         self.evaluator = evaluator
@@ -67,6 +69,7 @@ class Daemon:
         self.plugins = plugins if isinstance(plugins, PluginInstances) else PluginInstances(fixed=plugins)
         self.evaluators = evaluators or EvaluatorInstances()
         self.delivery = OutcomeDelivery(on_outcome)
+        self.archive = archive  # each tick's samples and outcomes, to Parquet behind the tick
         self.store = TickStore(self.state, self.metrics, persist_window=settings.persist_window)
         self.schedule = Schedule(self.clock, self.metrics)
         self.clusters = Clusters(
@@ -216,6 +219,8 @@ class Daemon:
         lapsed = self.clusters.lapsed(self.clock.now_ms())
         await self.store.flush(collected.samples, loaded, rec.states, rec.now_ms, gone=gone, lapsed=lapsed)
         await rec.publish(self.events, self.delivery)
+        if self.archive is not None:  # a hand-over: never waits for the disk, never raises
+            self.archive.hand_over(rec.now_ms, collected.samples, outcomes)
         if only_job is None:  # a whole tick: it also tells /readyz that the loop is alive
             rec.lap("record")
             self.metrics.report_tick(time.perf_counter() - rec.started, rec.stages)
@@ -250,6 +255,8 @@ class Daemon:
             async with self._tick_lock:  # let a running tick finish so its state is saved
                 pass
             await self.delivery.drain()  # and its decisions written
+            if self.archive is not None:  # and its archive rows
+                await self.archive.close(self.clock.now_ms())
             log.info("daemon_stopped")
 
     async def _cleanup(self) -> None:
@@ -257,5 +264,8 @@ class Daemon:
         await cleanup(self.events, self.state, self.clock.now_ms(), retention_ms)
 
     async def aclose(self) -> None:
-        """Hand the held leases back (a standby takes over at its next tick), close the clients."""
+        """Hand the held leases back (a standby takes over at its next tick), close the clients, write
+        what the archive still buffers."""
         await self.clusters.aclose()
+        if self.archive is not None:
+            await self.archive.close(self.clock.now_ms())

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from autoscaler.archive import TickArchive
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.evaluate.python import PythonEvaluator
@@ -49,6 +50,7 @@ def sim_world(
     *,
     metrics: MetricsReporter | None = None,
     plugins: PluginInstances | None = None,
+    archive: TickArchive | None = None,
 ) -> SimWorld:
     """A cluster of ``slots`` slots (metric fetch every half tick) and a daemon watching it as ``sim``."""
     clock = FakeClock()
@@ -70,5 +72,6 @@ def sim_world(
         transports={"sim": transport(sim)},
         on_outcome=outcomes.append,
         plugins=plugins or PluginInstances(),
+        archive=archive,
     )
     return SimWorld(clock, sim, daemon, events, metrics, outcomes)

@@ -3,7 +3,8 @@
 :class:`Settings` is the file's top level (pydantic-settings: environment variables win over the file),
 with one :class:`ClusterSettings` per watched Flink cluster and :class:`SparkSettings` for the evaluator.
 The ``autoscaler:`` sections it holds are validated with :class:`AutoscalerOptions` at load time, so a
-bad ``job.autoscaler.*`` key stops the daemon before it starts.
+bad ``job.autoscaler.*`` key stops the daemon before it starts. At some 405 lines it stays one module,
+because it is the one place every daemon setting is declared (and docs/configuration.md generated from).
 """
 
 from __future__ import annotations
@@ -246,6 +247,25 @@ class Settings(BaseSettings):
         "decided the same is one decision, so 20 reach back over the last rescales and what led to them; "
         "a job's file grows by a few kB per decision kept.",
     )
+    archive_dir: Path | None = Field(
+        None,
+        description="Where the daemon archives each tick's samples and decisions as Parquet, partitioned "
+        "by cluster, job and UTC day, for backtests (docs/backtest.md); null (the default) disables it. "
+        "It must be a directory the daemon can create and write.",
+    )
+    archive_retention_days: int = Field(
+        30,
+        ge=0,
+        le=36500,
+        description="Full UTC days of archive kept before today: older day partitions are deleted (at a "
+        "flush, at most once an hour). 0 keeps everything.",
+    )
+    archive_flush_interval: Duration = Field(
+        timedelta(minutes=15),
+        description="How long archive rows are buffered before they are written, one Parquet file per "
+        "cluster, job and day at each flush (and at shutdown); a crash loses at most this much. "
+        "Between 1 s and 1 d.",
+    )
     plugins_dir: Path | None = Field(
         None, description="Directory of executor-plugin wheels loaded at start-up (besides installed ones)."
     )
@@ -289,6 +309,24 @@ class Settings(BaseSettings):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"cluster names must be unique, repeated: {', '.join(dupes)}")
+        return v
+
+    @field_validator("archive_flush_interval")
+    @classmethod
+    def _flush_interval(cls, v: timedelta) -> timedelta:
+        if not timedelta(seconds=1) <= v <= timedelta(days=1):
+            raise ValueError("must be between 1 s and 1 d")
+        return v
+
+    @field_validator("archive_dir", mode="before")
+    @classmethod
+    def _archive_dir(cls, v: Any) -> Any:
+        """Empty (an unset environment variable's way) disables it; a file is caught here, and whether
+        the directory can be written when the daemon starts (``autoscaler.archive.open_archive``)."""
+        if isinstance(v, str) and not v.strip():
+            return None
+        if v is not None and Path(v).is_file():
+            raise ValueError(f"must be a directory, and {str(v)!r} is a file")
         return v
 
     @model_validator(mode="after")
