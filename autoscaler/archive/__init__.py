@@ -4,7 +4,8 @@
 partition directories and how a file is written; ``writer`` the flush and retention policy over
 ``buffer`` (the rows between flushes, as Arrow) and ``compact`` (a finished day's files merged);
 ``sink`` the worker thread the daemon hands each tick to; ``export`` what
-``flink-autoscaler export-history`` writes from the state database.
+``flink-autoscaler export-history`` writes from the state database; ``reader`` the samples read back
+as the ``JobSample`` values the daemon evaluated.
 """
 
 from autoscaler.archive.schema import DECISIONS, SAMPLES, SCHEMA_VERSION

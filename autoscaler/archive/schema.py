@@ -58,6 +58,7 @@ SAMPLES_SCHEMA = pa.schema(
     [
         pa.field("schema_version", pa.int32(), nullable=False),
         pa.field("ts_ms", pa.int64(), nullable=False),
+        pa.field("tick_ms", pa.int64()),
         pa.field("job_name", pa.string(), nullable=False),
         pa.field("running_since_ms", pa.int64(), nullable=False),
         pa.field("vertex", pa.string(), nullable=False),
@@ -126,13 +127,17 @@ def _memory(memory: TaskManagerMemory | None) -> dict[str, int] | None:
     return None if memory is None else {name: getattr(memory, name) for name in _MEMORY_FIELDS}
 
 
-def sample_rows(sample: JobSample) -> list[dict[str, Any]]:
+def sample_rows(sample: JobSample, tick_ms: int | None = None) -> list[dict[str, Any]]:
     """One row per vertex of ``sample``, in topological order (``vertex_index``), with everything the
-    evaluator reads: the vertex's metrics, its place in the graph, and the job-level values."""
+    evaluator reads: the vertex's metrics, its place in the graph, and the job-level values.
+
+    ``tick_ms`` is the tick that read it (the evaluator's ``now``), which a replay needs: a stale
+    sample keeps the ``ts_ms`` of its first reading, and ticks are not always one interval apart."""
     tm = sample.taskmanagers
     job: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "ts_ms": sample.ts_ms,
+        "tick_ms": tick_ms,
         "job_name": sample.job.name,
         "running_since_ms": sample.running_since_ms,
         "job_custom_metrics": list(sample.custom_job_metrics.items()),

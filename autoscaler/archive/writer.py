@@ -16,6 +16,7 @@ so a full or read-only disk costs the archive its rows, never the control loop a
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -85,7 +86,7 @@ class ArchiveWriter:
             if self._last_flush_ms is None:
                 self._last_flush_ms = now_ms
             for table, values, rows_of in (
-                (SAMPLES, samples, sample_rows),
+                (SAMPLES, samples, functools.partial(sample_rows, tick_ms=now_ms)),
                 (DECISIONS, outcomes, decision_rows),
             ):
                 parts = [p for value in values if (p := self._convert(table, value, rows_of)) is not None]

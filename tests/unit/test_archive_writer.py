@@ -127,8 +127,8 @@ def test_rows_arrow_cannot_take_are_dropped_and_counted_the_tick_kept(
     writer = ArchiveWriter(tmp_path, metrics=metrics)
     real = writer_module.sample_rows
 
-    def wrong_type(value: JobSample) -> list[dict]:
-        rows = real(value)
+    def wrong_type(value: JobSample, tick_ms: int | None = None) -> list[dict]:
+        rows = real(value, tick_ms)
         if value.job is OTHER:
             rows[0]["busy_time_ms_per_s"] = "busy"  # not a float
         return rows
