@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import sys
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -27,9 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from autoscaler.archive.layout import partition_dir
+from autoscaler.archive.layout import partition_dir, write_file
 from autoscaler.archive.schema import DECISIONS, SAMPLES, SCHEMA_VERSION, TABLES, day_of
 from autoscaler.durations import parse_duration, to_ms
 from autoscaler.settings import ConfigError
@@ -117,19 +115,6 @@ def _decision_rows(job_key: str, state: JobState, since_ms: int) -> list[dict[st
     return rows
 
 
-def _write_partition(directory: Path, table: pa.Table) -> None:
-    """The partition's export file, replaced whole (written aside, then renamed over the old one)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{_EXPORT_FILE}.{os.getpid()}.tmp"
-    try:
-        pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, directory / _EXPORT_FILE)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-
-
 @contextlib.contextmanager
 def _open_store(state_url: str) -> Iterator[Any]:
     """The state database, read-only; ConfigError (with what to do) when there is none to read."""
@@ -198,7 +183,7 @@ def export_history(
     for (table, cluster, job_id, day), rows in sorted(partitions.items()):
         directory = partition_dir(out, table, cluster, job_id, day)
         try:
-            _write_partition(directory, pa.Table.from_pylist(rows, schema=TABLES[table]))
+            write_file(directory, _EXPORT_FILE, pa.Table.from_pylist(rows, schema=TABLES[table]))
         except OSError as exc:
             raise ConfigError(f"cannot write the archive under {out}: {exc.strerror or exc}") from exc
         counts[table] += len(rows)

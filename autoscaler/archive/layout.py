@@ -20,7 +20,7 @@ from urllib.parse import quote, unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["day_dirs", "partition_dir", "prune_days", "write_part"]
+__all__ = ["day_dirs", "partition_dir", "prune_days", "write_file", "write_part"]
 
 _COMPRESSION = "zstd"  # about a third of snappy's size on these repetitive rows, still fast to read
 
@@ -37,9 +37,17 @@ def write_part(directory: Path, table: pa.Table, stamp_ms: int) -> Path:
 
     The name holds the writing time and a random id, so two flushes (or two daemons) never collide.
     """
+    return write_file(directory, f"part-{stamp_ms:013d}-{uuid.uuid4().hex[:12]}.parquet", table)
+
+
+def write_file(directory: Path, name: str, table: pa.Table) -> Path:
+    """Write ``table`` as ``directory/name`` (created if need be), replacing a file of that name whole.
+
+    It is written under a hidden name (``.name.<pid>.tmp``, which Spark and pyarrow skip) and renamed
+    into place, so a reader never sees half a file; a failed write leaves nothing behind.
+    """
     directory.mkdir(parents=True, exist_ok=True)
-    name = f"part-{stamp_ms:013d}-{uuid.uuid4().hex[:12]}.parquet"
-    tmp, final = directory / f".{name}.tmp", directory / name
+    tmp, final = directory / f".{name}.{os.getpid()}.tmp", directory / name
     try:
         pq.write_table(table, tmp, compression=_COMPRESSION)
         os.replace(tmp, final)

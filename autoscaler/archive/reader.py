@@ -17,7 +17,6 @@ database do not (it keeps no graph), so those samples cannot be rebuilt and are 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -27,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from autoscaler.archive.schema import SAMPLE_FIELDS, SAMPLES
+from autoscaler.archive.schema import SAMPLE_FIELDS, SAMPLES, nan_if_none
 from autoscaler.model import (
     Edge,
     JobRef,
@@ -127,7 +126,7 @@ def _sample(rows: list[dict[str, Any]], options: Options) -> JobSample | None:
         ts_ms=first["ts_ms"],
         running_since_ms=first["running_since_ms"],
         topology=JobTopology.build(infos, edges),
-        vertices={r["vertex"]: VertexSample(**{f: _float(r[f]) for f in SAMPLE_FIELDS}) for r in rows},
+        vertices={r["vertex"]: VertexSample(**{f: nan_if_none(r[f]) for f in SAMPLE_FIELDS}) for r in rows},
         taskmanagers=_taskmanagers(first),
         num_source_partitions={
             r["vertex"]: r["num_source_partitions"] for r in rows if r["num_source_partitions"] is not None
@@ -137,11 +136,6 @@ def _sample(rows: list[dict[str, Any]], options: Options) -> JobSample | None:
         stale_ticks=first["stale_ticks"] or 0,
         restamped_ms=first["restamped_ms"] or 0,
     )
-
-
-def _float(value: float | None) -> float:
-    """Null (not recorded) reads as NaN (not measured): to the evaluator both are unknown."""
-    return math.nan if value is None else value
 
 
 def _taskmanagers(row: Mapping[str, Any]) -> TaskManagerSample:

@@ -40,6 +40,7 @@ __all__ = [
     "day_of",
     "decision_rows",
     "decision_status",
+    "nan_if_none",
     "sample_rows",
 ]
 
@@ -188,7 +189,8 @@ def decision_status(outcome: JobOutcome) -> str:
     return "blocked" if decision.changes else "unchanged"
 
 
-def _nan_if_none(value: float | None) -> float:
+def nan_if_none(value: float | None) -> float:
+    """Null (not recorded) as NaN (not measured): to the evaluator both are unknown."""
     return math.nan if value is None else float(value)
 
 
@@ -229,7 +231,7 @@ def decision_rows(outcome: JobOutcome) -> list[dict[str, Any]]:
                 "recommended_parallelism": ev.target_parallelism if ev is not None else None,
                 "target_parallelism": change.target if change is not None else info.parallelism,
                 "requested_parallelism": bounds.upper if bounds is not None else None,
-                **{name: _nan_if_none(getattr(ev, name, None)) for name in _EVALUATED},
+                **{name: nan_if_none(getattr(ev, name, None)) for name in _EVALUATED},
                 "outside_band": ev.outside_band if ev is not None else None,
             }
         )
