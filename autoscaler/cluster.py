@@ -1,10 +1,11 @@
 """Per-cluster concerns of a tick: the REST client, the leases, Flink's cooldown and metric fetch interval,
 the metric-name cache and fetch book, and the discover and collect stages run once per cluster.
 
-A :class:`ClusterSession` is what the daemon knows of one Flink cluster between ticks; :class:`Clusters`
-runs the first two stages over all of them at once and hands the tick one :class:`Collected` value. A
+A :class:`~autoscaler.cluster_session.ClusterSession` is what the daemon knows of one Flink cluster
+between ticks; :class:`Clusters` runs the first two stages over all of them at once and hands the tick one :class:`Collected` value. A
 cluster that cannot be read is reported and stays with that cluster: the others go on. Only the jobs of
-the shards this daemon holds are read (all of them with ``shards: 1``; ``autoscaler/leases.py``).
+the shards this daemon holds are read (all of them with ``shards: 1``; ``autoscaler/leases.py``). A
+backtest replaces the reading of Flink with its recorded samples (``recorded``), and nothing else.
 """
 
 from __future__ import annotations
@@ -18,15 +19,12 @@ from dataclasses import dataclass, field
 import httpx
 import structlog
 
+from autoscaler.cluster_session import ClusterSession
 from autoscaler.collect import (
-    FLINK_DEFAULT_FETCH_INTERVAL_MS,
-    FetchBook,
     FetchCheck,
     FetchTiming,
     FetchWait,
     JobSlots,
-    MemoryUsage,
-    MetricNameCache,
     NotRunning,
     await_fetch,
     collect,
@@ -37,32 +35,27 @@ from autoscaler.discover import discover
 from autoscaler.durations import to_ms
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkError, FlinkUnreachable
-from autoscaler.flink.jobmanager_config import (
-    FLINK_DEFAULT_COOLDOWN_MS,
-    flink_cooldown_ms,
-    flink_fetch_interval_ms,
-)
-from autoscaler.leases import ClusterLease, LeaseKeeper
+from autoscaler.leases import LeaseKeeper
 from autoscaler.metrics import MetricsReporter
-from autoscaler.model import JobRef, JobSample, JobTarget, Unavailable
+from autoscaler.model import JobSample, JobTarget, Unavailable
 from autoscaler.plugins.configured import PluginInstances
 from autoscaler.plugins.evaluators import EvaluatorInstances
 from autoscaler.plugins.metrics import metric_providers
 from autoscaler.reasons import Reason
 from autoscaler.record import TickRecord
 from autoscaler.resources import fetch_taskmanager_resources
-from autoscaler.settings import AutoscalerOptions, ClusterSettings, Settings
+from autoscaler.settings import Settings
 from autoscaler.state import StateStore
 
 __all__ = [
     "ClusterSession",
     "Clusters",
     "Collected",
+    "Recorded",
 ]
 
 log = structlog.get_logger(__name__)
 
-_CONFIG_REFRESH_MS = 5 * 60_000
 _FETCH_PROBES = 3  # jobs tried in turn to watch for the tick's metric fetch (one that restarts fails)
 _JOBS_PER_REQUEST_SLOT = 4  # jobs collected at once per concurrent request (collect.JobSlots)
 
@@ -76,67 +69,9 @@ class Collected:
     cluster_errors: Mapping[str, str] = field(default_factory=dict)  # cluster -> why it was not read
 
 
-@dataclass
-class ClusterSession:
-    """One watched cluster: its client and what the daemon remembers of it from tick to tick."""
-
-    settings: ClusterSettings
-    client: FlinkClient
-    options: AutoscalerOptions
-    names: MetricNameCache = field(default_factory=MetricNameCache)
-    fetches: FetchBook = field(default_factory=FetchBook)  # each job's last reading: new fetch or stale?
-    jobs: set[str] = field(default_factory=set)  # job keys seen at the last successful discovery
-    refs: dict[str, JobRef] = field(default_factory=dict)  # by key: the jobs it found to autoscale then
-    job_configs: dict[str, Mapping[str, str]] = field(default_factory=dict)  # by JobID, while it runs
-    flink_cooldown_ms: int = FLINK_DEFAULT_COOLDOWN_MS  # the adaptive scheduler's, from /jobmanager/config
-    # metrics.fetcher.update-interval from /jobmanager/config; None: not read or not set (Flink's default)
-    metric_fetch_interval_ms: int | None = None
-    fetch_warning: str | None = None  # the warning last logged about it, to log it once (and on change)
-    config_read_ms: int | None = None  # when /jobmanager/config was last read
-    memory_usage: MemoryUsage = field(default_factory=MemoryUsage)  # TaskManager memory over the window
-    lease: ClusterLease = field(init=False)  # the cluster's leases (one per shard) this daemon holds
-
-    def __post_init__(self) -> None:
-        self.lease = ClusterLease(self.settings.name, self.settings.shards)
-
-    @property
-    def name(self) -> str:
-        return self.settings.name
-
-    def holds_lease(self, now_ms: int) -> bool:
-        """Whether this daemon holds any of the cluster's leases at ``now_ms``."""
-        return self.lease.holds(now_ms)
-
-    def holds_job(self, job_key: str, now_ms: int) -> bool:
-        """Whether the job's (shard's) lease is still this daemon's at ``now_ms``: checked right before
-        a rescale is sent and before the tick's state is written."""
-        return self.lease.holds_job(job_key, now_ms)
-
-    @property
-    def fetch_interval_ms(self) -> int:
-        """How often Flink's lazy metric fetcher refreshes at most: as read, else Flink's default."""
-        known = self.metric_fetch_interval_ms
-        return FLINK_DEFAULT_FETCH_INTERVAL_MS if known is None else known
-
-    async def read_flink_config(self, now_ms: int) -> None:
-        """Flink's adaptive-scheduler cooldown and metric fetch interval, re-read every few minutes (they
-        change only with a restart of the JobManager).
-
-        Flink holds back every rescale inside the cooldown (after job start and after each rescale), so
-        the daemon defers its decisions until it ends instead of issuing one Flink will sit on. If the
-        cluster does not say, Flink's default (30 s) is assumed. The fetch interval bounds how long a
-        tick may find the last metric fetch served again (``autoscaler.collect.freshness``).
-        """
-        if self.config_read_ms is not None and now_ms - self.config_read_ms < _CONFIG_REFRESH_MS:
-            return
-        try:
-            config = await self.client.jobmanager_config()
-        except FlinkError as exc:
-            log.info("jobmanager_config_unavailable", cluster=self.name, error=str(exc))
-            return
-        self.config_read_ms = now_ms
-        self.flink_cooldown_ms = flink_cooldown_ms(config)
-        self.metric_fetch_interval_ms = flink_fetch_interval_ms(config)
+# A backtest's stand-in for discover + collect: cluster name and tick -> the jobs the cluster runs (keys)
+# and the samples read of them (``autoscaler/backtest``). The leases, decisions and realizing stay real.
+Recorded = Callable[[str, int], tuple[frozenset[str], Sequence[JobSample]]]
 
 
 class Clusters:
@@ -158,8 +93,10 @@ class Clusters:
         forget: Callable[[Sequence[str]], None],
         transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
         fetch_wait: bool = True,
+        recorded: Recorded | None = None,
     ) -> None:
         self.settings = settings
+        self._recorded = recorded
         self.state = state
         self.metrics = metrics
         self.plugins = plugins
@@ -206,6 +143,8 @@ class Clusters:
     ) -> tuple[list[JobSample | Unavailable], str | None]:
         if not await self._hold_lease(cluster, rec.now_ms):
             return [], None
+        if self._recorded is not None:
+            return self._replayed(cluster, rec.now_ms, only_job), None
         mine = cluster.lease.owns if cluster.lease.sharded else None
         try:
             discovery = await discover(
@@ -234,6 +173,17 @@ class Clusters:
             if isinstance(sample, JobSample) and sample.invalid_values:
                 rec.invalid_values(sample)
         return found, None
+
+    def _replayed(
+        self, cluster: ClusterSession, now_ms: int, only_job: str | None
+    ) -> list[JobSample | Unavailable]:
+        """What a backtest recorded (or re-simulated) for this tick, in place of reading Flink."""
+        assert self._recorded is not None
+        running, samples = self._recorded(cluster.name, now_ms)
+        if only_job is None:
+            cluster.jobs = set(running)
+            cluster.refs = {s.job.key: s.job for s in samples}
+        return [s for s in samples if only_job is None or s.job.key == only_job]
 
     def _unreadable(
         self, cluster: ClusterSession, exc: FlinkError, only_job: str | None

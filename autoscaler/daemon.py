@@ -21,13 +21,14 @@ from autoscaler.act import ChainLog, decide_jobs, realize_jobs, run_plugins
 from autoscaler.archive import TickArchive
 from autoscaler.claim_slots import claim_slots
 from autoscaler.clock import Clock, SystemClock
-from autoscaler.cluster import Clusters, Collected
+from autoscaler.cluster import Clusters, Collected, Recorded
 from autoscaler.delivery import OutcomeDelivery
 from autoscaler.durations import to_ms
 from autoscaler.evaluate.stage import Evaluated, Evaluator, evaluate
 from autoscaler.events import EventLog, EventSink
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobSample
+from autoscaler.offload import offload
 from autoscaler.outcome import JobOutcome, TickReport
 from autoscaler.plugins.api import ScalingExecutorPlugin
 from autoscaler.plugins.configured import PluginInstances
@@ -59,6 +60,7 @@ class Daemon:
         transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
         on_outcome: Callable[[JobOutcome], None] | None = None,
         archive: TickArchive | None = None,
+        recorded: Recorded | None = None,
     ) -> None:
         self.settings = settings
         self.evaluator = evaluator
@@ -82,6 +84,7 @@ class Daemon:
             transports=transports,
             # Waiting for Flink's metric fetch takes wall time; the simulator (fake, scaled clocks) has none.
             fetch_wait=isinstance(self.clock, SystemClock),
+            recorded=recorded,  # a backtest's samples in place of Flink's (autoscaler/backtest)
         )
         self._chain_log = ChainLog()
         self._tick_lock = asyncio.Lock()
@@ -167,7 +170,7 @@ class Daemon:
         """After a failed evaluation: can the evaluator evaluate again (a new Spark session for a dead
         one, say)? Asked before the next tick takes leases or reads a cluster."""
         try:
-            await asyncio.to_thread(self.evaluator.check)
+            await offload(self.evaluator.check)
         except Exception as exc:
             detail = f"evaluator unavailable: {type(exc).__name__}: {exc}"
             self.metrics.report_spark(False, detail)
@@ -183,7 +186,7 @@ class Daemon:
         a replaced one set aside: ``autoscaler.state.sqlite_file``); asked before the leases, which
         live there. Every event is counted: each cluster's state went through it."""
         try:
-            repaired = await asyncio.to_thread(self.state.check_storage) is not None
+            repaired = await offload(self.state.check_storage) is not None
             usable = True
         except Exception as exc:  # e.g. no room for the copy: acting on a file nobody sees is not safe
             log.error("state_database_check_failed", error=str(exc))

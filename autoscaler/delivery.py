@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
+from autoscaler.offload import offload
 from autoscaler.outcome import JobOutcome
 
 __all__ = ["OutcomeDelivery"]
@@ -36,7 +37,7 @@ class OutcomeDelivery:
         if self.on_outcome is None or not outcomes:
             return
         await self.drain()
-        self._in_flight = asyncio.create_task(asyncio.to_thread(_deliver, self.on_outcome, tuple(outcomes)))
+        self._in_flight = asyncio.create_task(offload(_deliver, self.on_outcome, tuple(outcomes)))
 
     async def drain(self) -> None:
         """Wait until every handed-over outcome is delivered."""

@@ -20,13 +20,13 @@ such leases, the later one always sees the earlier one's.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
 
 from autoscaler.metrics import MetricsReporter
+from autoscaler.offload import offload
 from autoscaler.reasons import Reason
 from autoscaler.shards import ShardPlan, conflicts, lease_name, member_name, plan, shard_of
 from autoscaler.state import StateStore
@@ -112,9 +112,7 @@ class LeaseKeeper:
         for shard in sorted(held):
             where = {"shard": shard} if lease.sharded else {}
             try:
-                await asyncio.to_thread(
-                    self.state.release_lease, lease_name(name, shard, lease.shards), self.me
-                )
+                await offload(self.state.release_lease, lease_name(name, shard, lease.shards), self.me)
                 event = "shard_released" if lease.sharded else "lease_released"
                 log.info(event, cluster=name, **where, instance=self.me, reason=reason)
             except Exception as exc:  # it expires on its own after lease_ttl
@@ -133,7 +131,7 @@ class LeaseKeeper:
         had = bool(lease.expires)
         row: Lease | None
         try:
-            row = await asyncio.to_thread(self.state.acquire_lease, name, me, now_ms, self.ttl_ms)
+            row = await offload(self.state.acquire_lease, name, me, now_ms, self.ttl_ms)
         except Exception as exc:
             log.error("lease_unavailable", cluster=name, error=str(exc))
             self.metrics.report_error(name, Reason.STATE_STORE_ERROR)
@@ -157,10 +155,10 @@ class LeaseKeeper:
         member should hold, take or renew its own; then check what it newly took."""
         name, me, shards = lease.cluster, self.me, lease.shards
         before = lease.held()
-        rows = await asyncio.to_thread(self.state.leases)
+        rows = await offload(self.state.leases)
         todo = plan(rows, cluster=name, shards=shards, me=me, now_ms=now_ms, held=before)
         for stale in todo.stale:  # its own, from before a restart with another shard count
-            await asyncio.to_thread(self.state.release_lease, stale, me)
+            await offload(self.state.release_lease, stale, me)
             log.info("lease_released", cluster=name, lease=stale, instance=me, reason="shard_count_changed")
         self._log_conflict(lease, todo.conflicts, keeping=bool(before))
         if todo.conflicts and not before:  # the other count's daemons were first: leave it to them
@@ -168,11 +166,11 @@ class LeaseKeeper:
             lease.expires.clear()
             self._log_idle(lease, before, todo.members)
             return
-        await asyncio.to_thread(self.state.acquire_lease, member_name(name, me), me, now_ms, self.ttl_ms)
+        await offload(self.state.acquire_lease, member_name(name, me), me, now_ms, self.ttl_ms)
         lease.member = True
         self._log_assignment(lease, todo)
         for shard in todo.hand_off:
-            await asyncio.to_thread(self.state.release_lease, lease_name(name, shard, shards), me)
+            await offload(self.state.release_lease, lease_name(name, shard, shards), me)
             lease.expires.pop(shard, None)
             lease.holders[shard] = None
             owner = todo.owners[shard]
@@ -196,7 +194,7 @@ class LeaseKeeper:
         name, me = lease.cluster, self.me
         fresh: list[int] = []
         for shard in shards:
-            row = await asyncio.to_thread(
+            row = await offload(
                 self.state.acquire_lease, lease_name(name, shard, lease.shards), me, now_ms, self.ttl_ms
             )
             lease.holders[shard] = row.owner
@@ -214,15 +212,13 @@ class LeaseKeeper:
     async def _layout_free(self, lease: ClusterLease, now_ms: int, fresh: Iterable[int]) -> bool:
         """After taking leases: no live lease of another shard count exists. Else the ones just taken
         go back (the other count's daemons were there first, or see these and do the same)."""
-        rows = await asyncio.to_thread(self.state.leases)
+        rows = await offload(self.state.leases)
         found = conflicts(rows, cluster=lease.cluster, shards=lease.shards, me=self.me, now_ms=now_ms)
         if not found:
             return True
         self._log_conflict(lease, found, keeping=False)
         for shard in fresh:
-            await asyncio.to_thread(
-                self.state.release_lease, lease_name(lease.cluster, shard, lease.shards), self.me
-            )
+            await offload(self.state.release_lease, lease_name(lease.cluster, shard, lease.shards), self.me)
             lease.expires.pop(shard, None)
         return False
 
@@ -232,7 +228,7 @@ class LeaseKeeper:
             return
         lease.member = False
         try:
-            await asyncio.to_thread(self.state.release_lease, member_name(lease.cluster, self.me), self.me)
+            await offload(self.state.release_lease, member_name(lease.cluster, self.me), self.me)
         except Exception as exc:  # it expires on its own after lease_ttl
             log.warning("lease_release_failed", cluster=lease.cluster, lease="membership", error=str(exc))
 

@@ -13,7 +13,6 @@ the one place that says what the operator is told, event by event.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections.abc import Sequence
@@ -30,6 +29,7 @@ from autoscaler.events import Event, EventSink, EventType
 from autoscaler.flink.errors import FlinkError, FlinkHTTPError, FlinkUnreachable
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobEvaluation, JobRef, JobSample, Unavailable
+from autoscaler.offload import offload
 from autoscaler.outcome import JobOutcome
 from autoscaler.plugins.chain import ChainResult
 from autoscaler.realize import Confirmation, RealizeResult
@@ -120,7 +120,7 @@ class TickRecord:
         """Emit the tick's events off the event loop (a slow or hanging database must not stall the
         ticks), then hand its outcomes to ``delivery``, which writes them behind the tick."""
         if self.events:
-            await asyncio.to_thread(_emit, sink, self.events)
+            await offload(_emit, sink, self.events)
         await delivery.hand_over(self.outcomes)
 
     # ------------------------------------------------------------------ collection

@@ -19,6 +19,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from autoscaler.clock import Clock
 from autoscaler.events import EventSink, EventStore
 from autoscaler.metrics import MetricsReporter
+from autoscaler.offload import offload
 from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.state import StateStore
@@ -146,8 +147,8 @@ async def cleanup(events: EventSink, state: StateStore, now_ms: int, event_reten
     that disappeared while the daemon was down never get a trim otherwise)."""
     try:
         if isinstance(events, EventStore):
-            deleted = await asyncio.to_thread(events.cleanup, now_ms, event_retention_ms)
+            deleted = await offload(events.cleanup, now_ms, event_retention_ms)
             log.info("events_cleaned_up", deleted=deleted)
-        await asyncio.to_thread(state.trim_window, None, now_ms - _DAY_MS)
+        await offload(state.trim_window, None, now_ms - _DAY_MS)
     except Exception as exc:  # housekeeping must never take the loop down
         log.error("cleanup_failed", error=str(exc), exc_info=True)

@@ -8,7 +8,6 @@ evaluation failed, and the loop goes on.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +20,7 @@ from autoscaler.evaluate.custom import ConfiguredEvaluator
 from autoscaler.evaluate.history import trim_history
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobEvaluation, JobSample
+from autoscaler.offload import offload
 from autoscaler.plugins.evaluators import EvaluatorInstances
 from autoscaler.reasons import Reason
 from autoscaler.state.model import ScalingRecord
@@ -96,7 +96,7 @@ async def evaluate(
             **({"restored": loaded.restored} if loaded.restored else {}),
             **({"reload": reload} if reload is not None else {}),
         )
-        evaluations = await asyncio.to_thread(run)
+        evaluations = await offload(run)
     except Exception as exc:  # Spark failing must not stop the loop; nothing scales this tick
         error = f"evaluation failed: {type(exc).__name__}: {exc}"
         metrics.report_spark(False, error)

@@ -8,7 +8,6 @@ realizing keeps a rescale the lost tick issued from being sent twice.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -17,6 +16,7 @@ import structlog
 from autoscaler.durations import to_ms
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobSample
+from autoscaler.offload import offload
 from autoscaler.reasons import Reason
 from autoscaler.state.model import JobState
 from autoscaler.state.store import StateStore, custom_window_rows, group_window, window_rows
@@ -52,7 +52,7 @@ class TickStore:
     async def load(self, samples: Sequence[JobSample]) -> Loaded:
         """Every job's remembered state in one read, then the stored windows not replayed yet."""
         keys = [s.job.key for s in samples]
-        states = await asyncio.to_thread(self.state.load_many, keys) if keys else {}
+        states = await offload(self.state.load_many, keys) if keys else {}
         return Loaded(states, await self._stored_windows(samples))
 
     async def _stored_windows(self, samples: Sequence[JobSample]) -> dict[str, list[JobSample]]:
@@ -66,7 +66,7 @@ class TickStore:
         if not new or not self.persist_window:
             return {}
         try:
-            restored = await asyncio.to_thread(self.load_windows, new)
+            restored = await offload(self.load_windows, new)
         except Exception as exc:  # without it the window just fills again from now on
             log.warning("window_restore_failed", error=str(exc))
             return {}
@@ -160,7 +160,7 @@ class TickStore:
 
         try:
             if changed or rows or cut:
-                await asyncio.to_thread(write)
+                await offload(write)
         except Exception as exc:
             log.error("state_save_failed", error=str(exc), jobs=sorted(changed), exc_info=True)
             for cluster in sorted({s.job.cluster for s in samples}):
