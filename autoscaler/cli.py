@@ -1,5 +1,5 @@
-"""Command line: ``flink-autoscaler run | status | explain | export-history | demo | simulate | plugins |
-check-config``.
+"""Command line: ``flink-autoscaler run | status | explain | export-history | backtest | demo | simulate |
+plugins | check-config``.
 
 ``main(argv)`` parses the list it is given, so tests never touch sys.argv. ``status`` and ``explain``
 read what a running daemon wrote (``run --decisions-dir``), so they work beside it, in another process.
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from autoscaler import __version__
+from autoscaler.backtest.command import add_backtest_command
 from autoscaler.gc_tuning import tune_gc
 from autoscaler.logs import configure_logging
 from autoscaler.settings import ConfigError, Settings
@@ -96,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
         "--cluster", action="append", default=[], metavar="NAME", help="only this cluster (repeatable)"
     )
     export.set_defaults(func=_cmd_export_history)
+
+    add_backtest_command(sub)
 
     demo = sub.add_parser(
         "demo", help="run the daemon against a simulated cluster whose load steps up, then down"

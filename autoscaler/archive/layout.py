@@ -18,10 +18,16 @@ from pathlib import Path
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-__all__ = ["day_dirs", "partition_dir", "prune_days", "write_file", "write_part"]
+__all__ = ["PARTITIONING", "day_dirs", "partition_dir", "prune_days", "write_file", "write_part"]
 
+# How pyarrow reads the partition directories: strings, always (an all-digit JobID must not become a
+# number, nor the day a date).
+PARTITIONING = ds.partitioning(
+    pa.schema([("cluster", pa.string()), ("job", pa.string()), ("day", pa.string())]), flavor="hive"
+)
 _COMPRESSION = "zstd"  # about a third of snappy's size on these repetitive rows, still fast to read
 
 

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from autoscaler.archive.layout import PARTITIONING
 from autoscaler.archive.schema import SAMPLE_FIELDS, SAMPLES, nan_if_none
 from autoscaler.model import (
     Edge,
@@ -40,16 +41,12 @@ from autoscaler.model import (
 )
 from autoscaler.settings import AutoscalerOptions
 
-__all__ = ["ArchivedSamples", "ArchivedTick", "read_samples"]
+__all__ = ["ArchivedSamples", "ArchivedTick", "read_samples", "samples_from_table"]
 
 _TM_FIELDS = tuple(f for f in fields(TaskManagerSample) if f.name != "memory")
 # The sample's own columns, in the order they group by: one JobSample per (job, tick, reading).
 _KEY = ("cluster", "job", "tick_ms", "ts_ms", "stale_ticks")
 Options = AutoscalerOptions | Callable[[JobRef], AutoscalerOptions]
-# Strings, always: an all-digit JobID must not become a number, nor the day a date.
-_PARTITIONS = ds.partitioning(
-    pa.schema([("cluster", pa.string()), ("job", pa.string()), ("day", pa.string())]), flavor="hive"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +76,7 @@ def read_samples(
     directory = root / SAMPLES
     if not directory.is_dir():
         return ArchivedSamples({})
-    dataset = ds.dataset(directory, format="parquet", partitioning=_PARTITIONS)
+    dataset = ds.dataset(directory, format="parquet", partitioning=PARTITIONING)
     wanted_clusters, wanted_names = list(clusters), list(job_names)
     where = None
     if wanted_clusters:
@@ -87,7 +84,13 @@ def read_samples(
     if wanted_names:
         by_name = pc.field("job_name").isin(wanted_names)
         where = by_name if where is None else where & by_name
-    rows = dataset.to_table(filter=where).to_pylist()
+    return samples_from_table(dataset.to_table(filter=where), options)
+
+
+def samples_from_table(table: pa.Table, options: Options) -> ArchivedSamples:
+    """The samples of a table of ``samples`` rows with their ``cluster`` and ``job`` columns (what a
+    dataset read or a Spark group of the archive holds), by job, in the order they were read."""
+    rows = table.to_pylist()
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault(tuple(row[k] for k in _KEY), []).append(row)

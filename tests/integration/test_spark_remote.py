@@ -8,13 +8,16 @@ column functions to Connect for the whole process. The child checks that its eva
 plain-Python oracle of ``tests/unit/test_spark_evaluator.py`` tick after tick (append, slide, restart,
 custom metrics, ``forget``, ``restored=``), that superseded window checkpoints leave the server, and
 (standalone) that losing the executor that holds the window refills the windows instead of failing.
+The backtest command runs on the standalone cluster as it does locally.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import json
+import operator
 import os
 import random
 import re
@@ -32,10 +35,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow.csv as pa_csv
 import pytest
 
+from autoscaler.backtest.jobs import RESULT_SCHEMA, BacktestOptions, backtest_tables
 from autoscaler.evaluate.spark import create_spark_session, is_connect, session_conf
-from autoscaler.settings import SparkSettings
+from autoscaler.settings import Settings, SparkSettings
 
 TESTS = Path(__file__).resolve().parents[1]
 APP_NAME = "flink-autoscaler-remote-test"
@@ -279,6 +284,38 @@ def test_evaluator_on_a_standalone_cluster_equals_the_oracle(standalone_cluster:
     apps = _get_json(f"{standalone_cluster.ui}/json/")
     ran = [a for a in apps["activeapps"] + apps["completedapps"] if a["name"] == APP_NAME]
     assert ran, apps  # the cluster ran the child's application, not some local fallback
+
+
+@pytest.mark.spark
+@needs_java
+def test_the_backtest_command_runs_unchanged_on_a_standalone_cluster(
+    standalone_cluster: StandaloneCluster, tmp_path: Path
+) -> None:
+    """``flink-autoscaler backtest`` with ``spark.master: spark://…``: the jobs replay on the cluster's
+    executors, and every row equals the plain-Python backtest of the same history."""
+    # Here, not at the top: this file also runs as the checks' child process, without tests/ on its path.
+    from backtest_history import LIVE, WIDER, record, table, write_config
+
+    history = tmp_path / "history"
+    asyncio.run(record(history, jobs=2))
+    a = write_config(tmp_path / "a.yaml", LIVE, spark_master=standalone_cluster.url)
+    b = write_config(tmp_path / "b.yaml", WIDER, spark_master=standalone_cluster.url)
+    out = tmp_path / "results.csv"
+    env = _server_env()
+    env.pop("SPARK_LOCAL_IP")
+    command = [sys.executable, "-m", "autoscaler", "backtest", "--history", str(history)]
+    command += ["--config", str(a), "--against", str(b), "--out", str(out)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    assert done.returncode == 0, f"{done.stdout[-4000:]}\n--- stderr\n{done.stderr[-8000:]}"
+    assert "Backtest of 2 job(s)" in done.stdout
+
+    options = BacktestOptions({"A": Settings.load(a), "B": Settings.load(b)})
+    plain = backtest_tables(table(history, "samples"), table(history, "decisions"), options).to_pylist()
+    ran = pa_csv.read_csv(out).cast(RESULT_SCHEMA).to_pylist()
+    key = operator.itemgetter("cluster", "job_name", "world")
+    assert sorted(ran, key=key) == sorted(plain, key=key)
+    apps = _get_json(f"{standalone_cluster.ui}/json/")
+    assert any(a["name"] == "flink-autoscaler" for a in apps["activeapps"] + apps["completedapps"]), apps
 
 
 def test_connect_sessions_turn_the_plan_cache_off_unless_told_otherwise() -> None:

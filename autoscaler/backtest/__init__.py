@@ -1,0 +1,1 @@
+"""Backtest: replay a job's recorded history through any configuration (``docs/backtest.md``)."""

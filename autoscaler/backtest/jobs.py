@@ -1,0 +1,114 @@
+"""Backtest one job, or the jobs of one table of archived rows: what actually happened, and each
+configuration replayed, scored alike. This is what every Spark task runs for its group of rows
+(``autoscaler.backtest.spark``); it needs no Spark itself, so tests and small histories call it directly.
+
+A job whose replay fails (a history the daemon's code cannot evaluate, a bug) gets a row with the error
+instead of its scores: one job never ends the backtest of the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+import structlog
+
+from autoscaler.backtest.history import JobHistory, histories_from_tables
+from autoscaler.backtest.replay import replay_job, replay_settings, score_actual
+from autoscaler.backtest.score import Score, slots_of
+from autoscaler.backtest.workload import estimate_workload
+from autoscaler.durations import to_ms
+from autoscaler.settings import AutoscalerOptions, Settings
+
+__all__ = ["ACTUAL", "RESULT_SCHEMA", "BacktestOptions", "backtest_job", "backtest_tables"]
+
+log = structlog.get_logger(__name__)
+
+ACTUAL = "actual"  # the world label of what the live daemon did
+
+RESULT_SCHEMA = pa.schema(
+    [
+        pa.field("cluster", pa.string()),
+        pa.field("job_name", pa.string()),
+        pa.field("world", pa.string()),  # "actual", or a configuration's label
+        pa.field("ticks", pa.int64()),
+        pa.field("first_ms", pa.int64()),
+        pa.field("last_ms", pa.int64()),
+        pa.field("restarts", pa.int64()),
+        pa.field("below_capacity_s", pa.float64()),
+        pa.field("backlog_above_target_s", pa.float64()),
+        pa.field("slot_hours", pa.float64()),
+        pa.field("diverged_ms", pa.int64()),  # the replay's first own rescale; null: never, or "actual"
+        pa.field("final_slots", pa.int64()),
+        pa.field("error", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BacktestOptions:
+    """What every job of a backtest is replayed with."""
+
+    configs: Mapping[str, Settings]  # label -> configuration, in the order to report them
+    flink_cooldown_ms: int = 30_000  # the clusters' adaptive-scheduler cooldown (not archived)
+    lag_target_s: float = 30.0  # a source further behind than this is "above target"
+
+
+def backtest_job(history: JobHistory, options: BacktestOptions) -> list[dict[str, object]]:
+    """One row per world: what actually happened, then each configuration."""
+    cluster, name = history.key.split("/", 1)
+    base = {
+        "cluster": cluster,
+        "job_name": name,
+        "ticks": len(history.ticks),
+        "first_ms": history.ticks[0],
+        "last_ms": history.ticks[-1],
+    }
+    first = replay_settings(next(iter(options.configs.values())), cluster)
+    workload = estimate_workload(history, to_ms(first.options_for(first.clusters[0]).restart_time))
+    last = history.samples[max(history.samples)].topology
+    actual = score_actual(history, workload, options.lag_target_s)
+    rows = [_row(base, ACTUAL, actual, None, slots_of(last, last.parallelisms))]
+    for label, settings in options.configs.items():
+        try:
+            replayed = asyncio.run(
+                replay_job(
+                    history,
+                    settings,
+                    workload,
+                    flink_cooldown_ms=options.flink_cooldown_ms,
+                    lag_target_s=options.lag_target_s,
+                )
+            )
+        except Exception as exc:  # one job's failure stays with that job
+            log.warning("backtest_job_failed", job=history.key, world=label, error=str(exc))
+            rows.append({**base, "world": label, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        rows.append(_row(base, label, replayed.score, replayed.diverged_ms, replayed.final_slots))
+    return rows
+
+
+def backtest_tables(samples: pa.Table, decisions: pa.Table | None, options: BacktestOptions) -> pa.Table:
+    """Every job in these rows (with their ``cluster`` and ``job`` columns), as a table of results."""
+    rows = []
+    for history in histories_from_tables(samples, decisions, AutoscalerOptions()):
+        rows.extend(backtest_job(history, options))
+    return pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
+
+
+def _row(
+    base: Mapping[str, object], world: str, score: Score, diverged: int | None, slots: int
+) -> dict[str, object]:
+    return {
+        **base,
+        "world": world,
+        "restarts": score.restarts,
+        "below_capacity_s": score.below_capacity_s,
+        "backlog_above_target_s": score.backlog_above_target_s,
+        "slot_hours": score.slot_hours,
+        "diverged_ms": diverged,
+        "final_slots": slots,
+        "error": None,
+    }

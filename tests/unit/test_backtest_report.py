@@ -1,0 +1,83 @@
+"""The backtest's report and command: totals per world side by side, the jobs that differ most, the
+failed replays named; an unusable input is a clear message and exit code 2, not a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from autoscaler.backtest.command import backtest_command
+from autoscaler.backtest.jobs import ACTUAL, RESULT_SCHEMA
+from autoscaler.backtest.report import render_report, totals
+
+WORLDS = {ACTUAL: "actual", "A": "A: a.yaml", "B": "B: b.yaml"}
+
+
+def row(
+    job: str, world: str, restarts: int, below: float, behind: float, slots: float, **extra: object
+) -> dict:
+    return {
+        "cluster": "prod",
+        "job_name": job,
+        "world": world,
+        "ticks": 8640,
+        "first_ms": 1_800_000_000_000,
+        "last_ms": 1_800_086_390_000,
+        "restarts": restarts,
+        "below_capacity_s": below,
+        "backlog_above_target_s": behind,
+        "slot_hours": slots,
+        "diverged_ms": extra.get("diverged_ms"),
+        "final_slots": 4,
+        "error": extra.get("error"),
+    }
+
+
+RESULTS = pa.Table.from_pylist(
+    [
+        row("orders", ACTUAL, 6, 3600.0, 1800.0, 96.0),
+        row("orders", "A", 2, 600.0, 300.0, 110.0, diverged_ms=1_800_000_600_000),
+        row("orders", "B", 6, 3600.0, 1800.0, 96.0),
+        row("clicks", ACTUAL, 0, 0.0, 0.0, 48.0),
+        row("clicks", "A", 0, 0.0, 0.0, 48.0),
+        row("clicks", "B", 0, 0.0, 0.0, 0.0, error="ValueError: no graph"),
+    ],
+    schema=RESULT_SCHEMA,
+)
+
+
+def test_totals_sum_each_world_over_the_jobs_that_replayed() -> None:
+    sums = totals(RESULTS)
+    assert sums[ACTUAL] == {
+        "restarts": 6,
+        "below_capacity_s": 3600,
+        "backlog_above_target_s": 1800,
+        "slot_hours": 144,
+    }
+    assert sums["A"]["restarts"] == 2 and sums["A"]["slot_hours"] == 158
+    assert sums["B"]["slot_hours"] == 96  # the failed replay is not counted
+
+
+def test_the_report_puts_the_worlds_side_by_side_and_names_what_failed() -> None:
+    text = render_report(RESULTS, WORLDS, lag_target_s=30, top=5, seconds=12.3)
+    assert text.startswith("Backtest of 2 job(s), ")
+    assert "17,280 job-ticks, replayed in 12 s." in text
+    lines = text.splitlines()
+    assert any(line.split()[:2] == ["A:", "a.yaml"] and "158.0" in line for line in lines)
+    assert "1 replay(s) failed and are not counted:" in text and "prod/clicks (B): ValueError" in text
+    assert "prod/orders" in text and "never" in text  # B never diverged for orders
+    assert "prod/clicks\n" not in text  # the same in every world that replayed: not shown in detail
+
+
+def test_a_missing_archive_or_a_bad_config_is_a_message_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert backtest_command(tmp_path / "nowhere", [tmp_path / "a.yaml"]) == 2
+    assert "no archive at" in capsys.readouterr().err
+    (tmp_path / "samples").mkdir()
+    bad = tmp_path / "a.yaml"
+    bad.write_text("control_loop_interval: soon\n", encoding="utf-8")
+    assert backtest_command(tmp_path, [bad]) == 2
+    assert "control_loop_interval" in capsys.readouterr().err
