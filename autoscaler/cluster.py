@@ -2,10 +2,11 @@
 the metric-name cache and fetch book, and the discover and collect stages run once per cluster.
 
 A :class:`~autoscaler.cluster_session.ClusterSession` is what the daemon knows of one Flink cluster
-between ticks; :class:`Clusters` runs the first two stages over all of them at once and hands the tick one :class:`Collected` value. A
-cluster that cannot be read is reported and stays with that cluster: the others go on. Only the jobs of
-the shards this daemon holds are read (all of them with ``shards: 1``; ``autoscaler/leases.py``). A
-backtest replaces the reading of Flink with its recorded samples (``recorded``), and nothing else.
+between ticks; :class:`Clusters` runs the first two stages over all of them at once and hands the tick
+one :class:`Collected` value. A cluster that cannot be read is reported and stays with that cluster: the
+others go on. Only the jobs of the shards this daemon holds are read (all of them with ``shards: 1``;
+``autoscaler/leases.py``). A backtest replaces the reading of Flink with its recorded samples
+(``recorded``), and nothing else.
 """
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ database do not (it keeps no graph), so those samples cannot be rebuilt and are 
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -41,8 +43,9 @@ from autoscaler.model import (
 )
 from autoscaler.settings import AutoscalerOptions
 
-__all__ = ["ArchivedSamples", "ArchivedTick", "read_samples", "samples_from_table"]
+__all__ = ["NESTED_COLUMNS", "ArchivedSamples", "ArchivedTick", "read_samples", "samples_from_table"]
 
+NESTED_COLUMNS = ("inputs", "custom_metrics", "job_custom_metrics", "tm_memory")  # may come as JSON text
 _TM_FIELDS = tuple(f for f in fields(TaskManagerSample) if f.name != "memory")
 # The sample's own columns, in the order they group by: one JobSample per (job, tick, reading).
 _KEY = ("cluster", "job", "tick_ms", "ts_ms", "stale_ticks")
@@ -91,6 +94,7 @@ def samples_from_table(table: pa.Table, options: Options) -> ArchivedSamples:
     """The samples of a table of ``samples`` rows with their ``cluster`` and ``job`` columns (what a
     dataset read or a Spark group of the archive holds), by job, in the order they were read."""
     rows = table.to_pylist()
+    _decode_json(table, rows)
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault(tuple(row[k] for k in _KEY), []).append(row)
@@ -104,6 +108,24 @@ def samples_from_table(table: pa.Table, options: Options) -> ArchivedSamples:
             continue
         jobs.setdefault(sample.job.key, []).append(ArchivedTick(key[2], sample))
     return ArchivedSamples(jobs, incomplete)
+
+
+def _decode_json(table: pa.Table, rows: list[dict[str, Any]]) -> None:
+    """Nested columns sent as JSON text (Spark's Arrow writer is three times slower on the nested types
+    than on text: ``autoscaler.backtest.spark``), parsed back in place. A job's graph and maps repeat
+    on every tick, so each distinct text is parsed once."""
+    texts = [
+        c
+        for c in NESTED_COLUMNS
+        if c in table.column_names and pa.types.is_string(table.schema.field(c).type)
+    ]
+    if not texts:
+        return
+    parse = functools.lru_cache(maxsize=4096)(json.loads)
+    for row in rows:
+        for column in texts:
+            text = row[column]
+            row[column] = None if text is None else parse(text)
 
 
 def _sample(rows: list[dict[str, Any]], options: Options) -> JobSample | None:

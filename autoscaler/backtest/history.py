@@ -22,7 +22,10 @@ import pyarrow as pa
 from autoscaler.archive.reader import Options, samples_from_table
 from autoscaler.model import JobSample, VertexId, frozen_map
 
-__all__ = ["JobHistory", "histories_from_tables"]
+__all__ = ["DECISION_COLUMNS", "JobHistory", "histories_from_tables"]
+
+# What a replay reads of the decisions table: the ticks, and the PUTs sent at them.
+DECISION_COLUMNS = ("ts_ms", "rescale_issued", "vertex", "requested_parallelism")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +78,7 @@ def histories_from_tables(
 
 def _decided(decisions: pa.Table) -> tuple[dict[str, set[int]], dict[str, dict[int, dict[VertexId, int]]]]:
     """Per job: the ticks that decided for it, and the upper bounds of each PUT it sent."""
-    columns = ("cluster", "job_name", "ts_ms", "rescale_issued", "vertex", "requested_parallelism")
+    columns = ("cluster", "job_name", *DECISION_COLUMNS)
     ticks: dict[str, set[int]] = {}
     puts: dict[str, dict[int, dict[VertexId, int]]] = {}
     for row in decisions.select(list(columns)).to_pylist():

@@ -121,7 +121,7 @@ class _Replay:
             clock=self.clock,
             state=MemoryStateStore(),
             events=EventLog(),
-            metrics=MetricsReporter(),
+            metrics=MetricsReporter(vertex_metrics="off"),  # no one scrapes a replay
             transports={history.cluster: httpx.MockTransport(self.flink.handle)},
             on_outcome=self._outcome,
             recorded=lambda _cluster, _now: self.now,
