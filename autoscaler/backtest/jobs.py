@@ -92,8 +92,22 @@ def backtest_job(history: JobHistory, options: BacktestOptions) -> list[dict[str
 
 def backtest_tables(samples: pa.Table, decisions: pa.Table | None, options: BacktestOptions) -> pa.Table:
     """Every job in these rows (with their ``cluster`` and ``job`` columns), as a table of results."""
+    try:
+        histories = histories_from_tables(samples, decisions, AutoscalerOptions())
+    except Exception as exc:  # rows that do not make a job (a graph naming unknown vertices, a bad type)
+        error = f"unreadable history: {type(exc).__name__}: {exc}"
+        names = sorted(
+            set(
+                zip(
+                    samples.column("cluster").to_pylist(), samples.column("job_name").to_pylist(), strict=True
+                )
+            )
+        )
+        log.warning("backtest_history_unreadable", jobs=len(names), error=error)
+        rows = [{"cluster": c, "job_name": n, "world": ACTUAL, "error": error} for c, n in names]
+        return pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
     rows = []
-    for history in histories_from_tables(samples, decisions, AutoscalerOptions()):
+    for history in histories:
         rows.extend(backtest_job(history, options))
     return pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
 

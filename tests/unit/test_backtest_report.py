@@ -81,3 +81,24 @@ def test_a_missing_archive_or_a_bad_config_is_a_message_and_exit_2(
     bad.write_text("control_loop_interval: soon\n", encoding="utf-8")
     assert backtest_command(tmp_path, [bad]) == 2
     assert "control_loop_interval" in capsys.readouterr().err
+
+
+def test_rows_that_make_no_job_are_an_error_row_not_a_failed_backtest() -> None:
+    from autoscaler.archive.schema import SAMPLES_SCHEMA
+    from autoscaler.backtest.jobs import BacktestOptions, backtest_tables
+    from autoscaler.settings import Settings
+
+    row = {f.name: None for f in SAMPLES_SCHEMA}
+    row.update(
+        schema_version=1, ts_ms=10_000, tick_ms=10_000, job_name="broken", running_since_ms=0, vertex="v1",
+        vertex_name="map", vertex_index=0, parallelism=1, max_parallelism=8,
+        inputs=[{"source": "nowhere", "ship_strategy": "HASH"}],  # an edge from a vertex the job lacks
+    )  # fmt: skip
+    table = pa.Table.from_pylist([row], schema=SAMPLES_SCHEMA)
+    table = table.append_column("cluster", pa.array(["prod"])).append_column("job", pa.array(["f" * 32]))
+    options = BacktestOptions({"A": Settings(clusters=[], metrics_address="")})
+
+    [result] = backtest_tables(table, None, options).to_pylist()
+
+    assert (result["cluster"], result["job_name"], result["world"]) == ("prod", "broken", ACTUAL)
+    assert result["error"].startswith("unreadable history: ValueError")
