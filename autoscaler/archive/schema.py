@@ -47,6 +47,7 @@ __all__ = [
 SCHEMA_VERSION = 1
 SAMPLES, DECISIONS = "samples", "decisions"
 SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(VertexSample))
+SOURCE_ONLY_FIELDS = ("pending_records", "observed_tpr")  # null on the rows of other vertices
 # TaskManagerSample's float and int fields, as tm_<name> columns (its memory pools are a struct).
 _TM_FLOATS = tuple(f.name for f in fields(TaskManagerSample) if f.type == "float")
 _TM_INTS = tuple(f.name for f in fields(TaskManagerSample) if f.type == "int")
@@ -150,6 +151,11 @@ def sample_rows(sample: JobSample, tick_ms: int | None = None) -> list[dict[str,
     topology, rows = sample.topology, []
     for index, info in enumerate(topology):
         metrics = sample.vertices[info.id]
+        values = {name: getattr(metrics, name) for name in SAMPLE_FIELDS}
+        if not topology.is_source(info.id):  # a source's column on another vertex: not recorded (null)
+            for name in SOURCE_ONLY_FIELDS:
+                if math.isnan(values[name]):
+                    values[name] = None
         rows.append(
             {
                 **job,
@@ -164,7 +170,7 @@ def sample_rows(sample: JobSample, tick_ms: int | None = None) -> list[dict[str,
                     {"source": e.source, "ship_strategy": e.ship_strategy} for e in topology.inputs(info.id)
                 ],
                 "num_source_partitions": sample.num_source_partitions.get(info.id),
-                **{name: getattr(metrics, name) for name in SAMPLE_FIELDS},
+                **values,
                 "custom_metrics": list(sample.custom_vertex_metrics.get(info.id, {}).items()),
             }
         )
