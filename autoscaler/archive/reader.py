@@ -101,8 +101,9 @@ def samples_from_table(table: pa.Table, options: Options) -> ArchivedSamples:
     jobs: dict[str, list[ArchivedTick]] = {}
     incomplete = 0
     order = sorted(groups, key=lambda k: (k[0], k[1], k[3], k[4], -1 if k[2] is None else k[2]))
+    topologies: dict[tuple[Any, ...], JobTopology] = {}  # a job's graph repeats at every tick: built once
     for key in order:
-        sample = _sample(groups[key], options)
+        sample = _sample(groups[key], options, topologies)
         if sample is None:
             incomplete += 1
             continue
@@ -128,29 +129,36 @@ def _decode_json(table: pa.Table, rows: list[dict[str, Any]]) -> None:
             row[column] = None if text is None else parse(text)
 
 
-def _sample(rows: list[dict[str, Any]], options: Options) -> JobSample | None:
+def _sample(
+    rows: list[dict[str, Any]], options: Options, topologies: dict[tuple[Any, ...], JobTopology]
+) -> JobSample | None:
     rows.sort(key=lambda r: -1 if r["vertex_index"] is None else r["vertex_index"])
     first = rows[0]
     if any(r["vertex_name"] is None or r["parallelism"] is None for r in rows):
         return None
     ref = JobRef(str(first["cluster"]), str(first["job"]), first["job_name"])
-    infos = [
-        VertexInfo(
+    graph = tuple(
+        (
             r["vertex"],
             r["vertex_name"],
             r["parallelism"],
             r["max_parallelism"],
             r["vertex_status"] or "RUNNING",
             r["slot_sharing_group"],
+            tuple((i["source"], i["ship_strategy"]) for i in r["inputs"] or ()),
         )
         for r in rows
-    ]
-    edges = [Edge(i["source"], r["vertex"], i["ship_strategy"]) for r in rows for i in r["inputs"] or ()]
+    )
+    topology = topologies.get(graph)
+    if topology is None:
+        infos = [VertexInfo(*vertex[:6]) for vertex in graph]
+        edges = [Edge(source, vertex[0], strategy) for vertex in graph for source, strategy in vertex[6]]
+        topology = topologies[graph] = JobTopology.build(infos, edges)
     return JobSample(
         target=JobTarget(ref, options if isinstance(options, AutoscalerOptions) else options(ref)),
         ts_ms=first["ts_ms"],
         running_since_ms=first["running_since_ms"],
-        topology=JobTopology.build(infos, edges),
+        topology=topology,
         vertices={r["vertex"]: VertexSample(**{f: nan_if_none(r[f]) for f in SAMPLE_FIELDS}) for r in rows},
         taskmanagers=_taskmanagers(first),
         num_source_partitions={

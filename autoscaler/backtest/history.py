@@ -13,8 +13,8 @@ rows under a new JobID continue its history.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Mapping, Sequence
+import bisect
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -38,19 +38,22 @@ class JobHistory:
     samples: Mapping[int, JobSample] = field(default_factory=dict)  # by tick: the sample read then
     puts: Mapping[int, Mapping[VertexId, int]] = field(default_factory=dict)  # by tick: upper bounds sent
 
+    _sampled: tuple[int, ...] = field(init=False, repr=False, compare=False)  # the ticks with a sample
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "samples", frozen_map(self.samples))
         object.__setattr__(self, "puts", frozen_map({t: frozen_map(p) for t, p in self.puts.items()}))
+        object.__setattr__(self, "_sampled", tuple(sorted(self.samples)))
 
     @property
     def first(self) -> JobSample:
         """The earliest sample: the job graph and parallelism the replay starts from."""
-        return self.samples[min(self.samples)]
+        return self.samples[self._sampled[0]]
 
     def sample_at_or_before(self, tick_ms: int) -> JobSample | None:
         """The recorded sample of the latest tick not after ``tick_ms`` (None before the first)."""
-        known = [t for t in self.samples if t <= tick_ms]
-        return self.samples[max(known)] if known else None
+        at = bisect.bisect_right(self._sampled, tick_ms)
+        return self.samples[self._sampled[at - 1]] if at else None
 
 
 def histories_from_tables(
@@ -89,9 +92,3 @@ def _decided(decisions: pa.Table) -> tuple[dict[str, set[int]], dict[str, dict[i
                 "requested_parallelism"
             ]
     return ticks, puts
-
-
-def tick_spacing_ms(ticks: Sequence[int]) -> int | None:
-    """The usual gap between ticks (the median): the control loop's interval as it ran."""
-    gaps = sorted(b - a for a, b in itertools.pairwise(ticks) if b > a)
-    return gaps[len(gaps) // 2] if gaps else None

@@ -102,8 +102,17 @@ class _FakeFlink:
 
 
 class _Replay:
+    """One job's replay: the daemon, its fake Flink and clock, the re-simulated job once diverged, and
+    the score as it goes."""
+
     def __init__(
-        self, history: JobHistory, settings: Settings, workload: Workload, lag_target_s: float
+        self,
+        history: JobHistory,
+        settings: Settings,
+        workload: Workload,
+        *,
+        flink_cooldown_ms: int,
+        lag_target_s: float,
     ) -> None:
         self.history = history
         self.workload = workload
@@ -126,13 +135,12 @@ class _Replay:
             on_outcome=self._outcome,
             recorded=lambda _cluster, _now: self.now,
         )
-        self.daemon.clusters[history.cluster].flink_cooldown_ms = 0  # set by run()
+        self.daemon.clusters[history.cluster].flink_cooldown_ms = flink_cooldown_ms  # not in the archive
 
     def _outcome(self, outcome: JobOutcome) -> None:
         self.outcomes[outcome.now_ms] = outcome.outcome.value
 
-    async def run(self, flink_cooldown_ms: int) -> Replayed:
-        self.daemon.clusters[self.history.cluster].flink_cooldown_ms = flink_cooldown_ms
+    async def run(self) -> Replayed:
         try:
             for tick in self.history.ticks:
                 await self._tick(tick)
@@ -213,7 +221,10 @@ async def replay_job(
     """Replay ``history`` through ``settings`` (see the module's docstring)."""
     replayed = replay_settings(settings, history.cluster)
     with inline():  # memory state, plain-Python evaluator: no call worth a thread hand-off
-        return await _Replay(history, replayed, workload, lag_target_s).run(flink_cooldown_ms)
+        replay = _Replay(
+            history, replayed, workload, flink_cooldown_ms=flink_cooldown_ms, lag_target_s=lag_target_s
+        )
+        return await replay.run()
 
 
 def score_actual(history: JobHistory, workload: Workload, lag_target_s: float = 30.0) -> Score:
