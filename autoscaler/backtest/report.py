@@ -61,7 +61,7 @@ def render_report(
         lines += ["", f"The {len(shown)} job(s) where the worlds differ most:"]
         for (cluster, name), per_world in shown:
             lines += ["", f"{cluster}/{name}", _table(per_world, worlds, lag_target_s, diverged=True)]
-    elif jobs:
+    elif jobs and not any(_spread(per_world) > 0 for _, per_world in ranked):
         lines += ["", "Every job fared the same in every world."]
     return "\n".join(lines)
 

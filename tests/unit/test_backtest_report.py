@@ -102,3 +102,8 @@ def test_rows_that_make_no_job_are_an_error_row_not_a_failed_backtest() -> None:
 
     assert (result["cluster"], result["job_name"], result["world"]) == ("prod", "broken", ACTUAL)
     assert result["error"].startswith("unreadable history: ValueError")
+
+
+def test_top_zero_shows_the_totals_alone() -> None:
+    text = render_report(RESULTS, WORLDS, lag_target_s=30, top=0)
+    assert "prod/orders" not in text and "fared the same" not in text
