@@ -85,7 +85,8 @@ def backtest_command(
     out: Path | None = None,
     top: int = 10,
 ) -> int:
-    """Run the backtest; 0 on success, 2 when an input is unusable (said on stderr)."""
+    """Run the backtest; 0 on success, 1 when there was nothing to replay (no job, or none matching
+    ``--cluster`` / ``--job``), 2 when an input is unusable (said on stderr)."""
     # Imported here: the CLI's other commands start without pyarrow and PySpark.
     import pyarrow.csv as pa_csv
     import pyarrow.parquet as pq
@@ -129,7 +130,7 @@ def backtest_command(
         else:
             pq.write_table(results, out)
         print(f"\nEvery job's results: {out}")
-    return 0
+    return 0 if results.num_rows else 1
 
 
 def _label(index: int) -> str:

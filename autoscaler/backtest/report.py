@@ -47,6 +47,8 @@ def render_report(
     jobs = sorted({(r["cluster"], r["job_name"]) for r in rows})
     errors = [r for r in rows if r["error"] is not None]
     lines = [_headline(rows, len(jobs), seconds)]
+    if not rows:
+        return lines[0]
     lines += ["", _table(totals(results), worlds, lag_target_s)]
     if errors:
         lines += ["", f"{len(errors)} replay(s) failed and are not counted:"]

@@ -107,3 +107,9 @@ def test_rows_that_make_no_job_are_an_error_row_not_a_failed_backtest() -> None:
 def test_top_zero_shows_the_totals_alone() -> None:
     text = render_report(RESULTS, WORLDS, lag_target_s=30, top=0)
     assert "prod/orders" not in text and "fared the same" not in text
+
+
+def test_no_rows_is_said_in_one_line() -> None:
+    assert (
+        render_report(RESULT_SCHEMA.empty_table(), WORLDS, lag_target_s=30) == "No replayable history found."
+    )
