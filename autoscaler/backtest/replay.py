@@ -126,7 +126,7 @@ class _Replay:
         self.now: tuple[frozenset[str], Sequence[JobSample]] = (frozenset(), ())
         self.daemon = Daemon(
             settings,
-            evaluator=PythonEvaluator(),
+            evaluator=PythonEvaluator(incremental=True),  # the oracle's aggregates, slid tick to tick
             clock=self.clock,
             state=MemoryStateStore(),
             events=EventLog(),

@@ -41,16 +41,19 @@ class AverageParts:
 
     @classmethod
     def of(cls, values: Iterable[float]) -> AverageParts:
-        total, count, infinite = 0.0, 0, 0
+        """The parts of ``values``; the total is their exact sum rounded once (``math.fsum``), whatever
+        their order: so a window aggregated incrementally (``autoscaler.evaluate.sliding``) agrees with
+        this to the last bit."""
+        finite: list[float] = []
+        infinite = 0
         for v in values:
             if math.isnan(v):
                 continue
             if math.isinf(v):
                 infinite += 1
             else:
-                total += v
-                count += 1
-        return cls(total, count, infinite)
+                finite.append(v)
+        return cls(math.fsum(finite), len(finite), infinite)
 
 
 def get_average(parts: AverageParts, min_elements: int = 1) -> float:

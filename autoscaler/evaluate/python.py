@@ -22,6 +22,7 @@ from autoscaler.evaluate.aggregates import VertexAggregates, aggregate_custom_wi
 from autoscaler.evaluate.custom import ConfiguredEvaluator, unavailable
 from autoscaler.evaluate.formulas import evaluate_graph
 from autoscaler.evaluate.history import restart_time_s
+from autoscaler.evaluate.sliding import SlidingWindows
 from autoscaler.evaluate.window import WindowStatus
 from autoscaler.evaluate.window_book import WindowBook
 from autoscaler.model import NAN, JobEvaluation, JobSample, VertexEvaluation, VertexId
@@ -60,9 +61,11 @@ class PythonEvaluator:
     ``evaluate`` must be called from one thread at a time (the daemon's tick), like ``SparkEvaluator``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, incremental: bool = False) -> None:
         self.book = WindowBook()
         self.rows: dict[str, _Rows] = {}
+        # A backtest's many ticks: window aggregates slid a sample at a time, equal to the oracle's.
+        self.sliding = SlidingWindows() if incremental else None
 
     # -- the tick ------------------------------------------------------------------------------
     def evaluate(
@@ -134,11 +137,16 @@ class PythonEvaluator:
     ) -> JobEvaluation:
         """One job's evaluation, upfront whenever its window has samples; ``not_ready``: does it count."""
         rows = self.rows.get(sample.job.key, [])
-        aggregates: dict[VertexId, VertexAggregates] = {
-            vid: aggregate_window([(s.ts_ms, s.vertices[vid]) for _, s in rows])
-            for vid in sample.topology.vertices
-            if rows
-        }
+        aggregates: dict[VertexId, VertexAggregates] = {}
+        if rows and self.sliding is not None:
+            aggregates = self.sliding.aggregates(
+                sample.job.key, [s for _, s in rows], sample.topology.vertices
+            )
+        elif rows:
+            aggregates = {
+                vid: aggregate_window([(s.ts_ms, s.vertices[vid]) for _, s in rows])
+                for vid in sample.topology.vertices
+            }
         options = sample.target.options
         restart_s = restart_override_s if restart_override_s is not None else restart_time_s(past, options)
         custom = windowed_custom_metrics(sample, [s for _, s in rows])
@@ -178,6 +186,8 @@ class PythonEvaluator:
         self.book.forget(keys)
         for key in keys:
             self.rows.pop(key, None)
+        if self.sliding is not None:
+            self.sliding.forget(keys)
 
     def window_size(self) -> int:
         """Rows the window holds, counted as Spark counts them: one per sample and vertex."""
