@@ -406,7 +406,21 @@ class MetricsReporter:
 
 
 def _label_sets(metric: Counter | Gauge, label_names: tuple[str, ...]) -> set[tuple[str, ...]]:
-    """The label values of every child of ``metric``, read from its public samples."""
+    """The label values of every child of ``metric``.
+
+    Read from prometheus_client's table of children when it has the shape it has had for years (a dict
+    by label values, under the metric's lock): asked every tick, reading them from the public samples
+    instead built every sample of every child, 0.3-0.6 s a tick at 1,000 jobs. Otherwise, from the
+    public samples.
+    """
+    children, lock = getattr(metric, "_metrics", None), getattr(metric, "_lock", None)
+    if (
+        isinstance(children, dict)
+        and lock is not None
+        and tuple(getattr(metric, "_labelnames", ())) == label_names
+    ):
+        with lock:
+            return set(children)
     return {
         tuple(sample.labels[n] for n in label_names)
         for family in metric.collect()

@@ -128,3 +128,25 @@ def test_a_ticks_stages_and_its_wait_for_the_metric_fetch_are_timed(monkeypatch)
     wait = "flink_autoscaler_metric_fetch_wait_seconds"
     assert value(metrics, f"{wait}_sum", cluster="c1", outcome="landed") == 0.25
     assert value(metrics, f"{wait}_sum", cluster="c1", outcome="timed_out") == 1.5
+
+
+def test_the_children_table_and_the_public_samples_give_the_same_label_sets() -> None:
+    """``_label_sets`` reads prometheus_client's table of children (fast); without it, the samples."""
+    from types import SimpleNamespace
+
+    from prometheus_client import CollectorRegistry, Counter
+
+    from autoscaler.metrics import _label_sets
+
+    counter = Counter("t_decisions", "d", ["cluster", "job", "outcome"], registry=CollectorRegistry())
+    counter.labels("c1", "a", "InBand").inc()
+    counter.labels("c1", "b", "Scaling")
+    counter.labels("c2", "a", "InBand").inc(2)
+    counter.remove("c1", "b", "Scaling")
+    names = ("cluster", "job", "outcome")
+    public_only = SimpleNamespace(collect=counter.collect)  # no table of children: the samples are read
+    assert (
+        _label_sets(counter, names)
+        == _label_sets(public_only, names)
+        == {("c1", "a", "InBand"), ("c2", "a", "InBand")}
+    )  # type: ignore[arg-type]
