@@ -25,6 +25,7 @@ __all__ = [
     "aggregate_custom_window",
     "aggregate_window",
     "aggregates_of",
+    "assemble",
     "get_average",
     "get_rate",
     "load_sample",
@@ -149,27 +150,51 @@ def load_sample(busy_time_ms_per_s: float) -> float:
 def aggregate_window(samples: Sequence[tuple[int, VertexSample]]) -> VertexAggregates:
     """The plain-Python oracle of the Spark aggregation: one vertex's ``(ts_ms, sample)`` window."""
     ordered = sorted(samples, key=lambda item: item[0])
-    busy = AverageParts.of(load_sample(s.busy_time_ms_per_s) for _, s in ordered)
-    tpr = AverageParts.of(s.observed_tpr for _, s in ordered)
-    lag = RatePoints.of((ts, s.pending_records) for ts, s in ordered)
+    return assemble(
+        len(ordered),
+        averages=(
+            AverageParts.of(load_sample(s.busy_time_ms_per_s) for _, s in ordered),
+            AverageParts.of(s.observed_tpr for _, s in ordered),
+            AverageParts.of(s.num_records_in_per_s for _, s in ordered),
+            AverageParts.of(s.backpressured_ms_per_s for _, s in ordered),
+        ),
+        counters=(
+            RatePoints.of((ts, s.accumulated_busy_time_ms) for ts, s in ordered),
+            RatePoints.of((ts, s.accumulated_busy_time_agg_ms) for ts, s in ordered),
+            RatePoints.of((ts, s.num_records_in) for ts, s in ordered),
+            RatePoints.of((ts, s.num_records_out) for ts, s in ordered),
+            RatePoints.of((ts, s.pending_records) for ts, s in ordered),
+        ),
+    )
+
+
+def assemble(
+    samples: int,
+    *,
+    averages: tuple[AverageParts, AverageParts, AverageParts, AverageParts],
+    counters: tuple[RatePoints, RatePoints, RatePoints, RatePoints, RatePoints],
+) -> VertexAggregates:
+    """A window's aggregates from its getAverage parts (LOAD, OBSERVED_TPR, NUM_RECORDS_IN_PER_SECOND,
+    backpressure) and getRate points (the busy-time counter summed and aggregated, records in, records
+    out, LAG): what the oracle and the slid window (``autoscaler.evaluate.sliding``) both end with."""
+    busy, tpr, rin, backpressure = averages
+    acc_busy, acc_busy_agg, records_in, records_out, lag = counters
     return VertexAggregates(
-        samples=len(ordered),
+        samples=samples,
         busy_sum=busy.total,
         busy_count=busy.count,
         busy_infinite=busy.infinite,
-        accumulated_busy_rate=get_rate(RatePoints.of((ts, s.accumulated_busy_time_ms) for ts, s in ordered)),
-        accumulated_busy_agg_rate=get_rate(
-            RatePoints.of((ts, s.accumulated_busy_time_agg_ms) for ts, s in ordered)
-        ),
-        records_in_rate=get_rate(RatePoints.of((ts, s.num_records_in) for ts, s in ordered)),
-        records_out_rate=get_rate(RatePoints.of((ts, s.num_records_out) for ts, s in ordered)),
+        accumulated_busy_rate=get_rate(acc_busy),
+        accumulated_busy_agg_rate=get_rate(acc_busy_agg),
+        records_in_rate=get_rate(records_in),
+        records_out_rate=get_rate(records_out),
         lag_rate=get_rate(lag),
         lag_latest=lag.last,
-        records_in_per_s_avg=get_average(AverageParts.of(s.num_records_in_per_s for _, s in ordered)),
+        records_in_per_s_avg=get_average(rin),
         observed_tpr_sum=tpr.total,
         observed_tpr_count=tpr.count,
         observed_tpr_infinite=tpr.infinite,
-        backpressure_avg=get_average(AverageParts.of(s.backpressured_ms_per_s for _, s in ordered)),
+        backpressure_avg=get_average(backpressure),
     )
 
 

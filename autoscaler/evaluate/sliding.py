@@ -22,7 +22,7 @@ import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 
-from autoscaler.evaluate.aggregates import AverageParts, RatePoints, VertexAggregates, get_average, get_rate
+from autoscaler.evaluate.aggregates import AverageParts, RatePoints, VertexAggregates, assemble
 from autoscaler.evaluate.javamath import java_max
 from autoscaler.model import JobSample, VertexId, VertexSample
 
@@ -111,24 +111,12 @@ class _Vertex:
                 points.popleft()
 
     def aggregates(self, samples: int) -> VertexAggregates:
-        busy, tpr, rin, backpressure = (a.parts() for a in self.averages)
-        acc_busy, acc_busy_agg, records_in, records_out, lag = (_rate_points(p) for p in self.points)
-        return VertexAggregates(
-            samples=samples,
-            busy_sum=busy.total,
-            busy_count=busy.count,
-            busy_infinite=busy.infinite,
-            accumulated_busy_rate=get_rate(acc_busy),
-            accumulated_busy_agg_rate=get_rate(acc_busy_agg),
-            records_in_rate=get_rate(records_in),
-            records_out_rate=get_rate(records_out),
-            lag_rate=get_rate(lag),
-            lag_latest=lag.last,
-            records_in_per_s_avg=get_average(rin),
-            observed_tpr_sum=tpr.total,
-            observed_tpr_count=tpr.count,
-            observed_tpr_infinite=tpr.infinite,
-            backpressure_avg=get_average(backpressure),
+        load, tpr, records_in_per_s, backpressure = (a.parts() for a in self.averages)
+        busy, busy_agg, records_in, records_out, lag = (_rate_points(p) for p in self.points)
+        return assemble(
+            samples,
+            averages=(load, tpr, records_in_per_s, backpressure),
+            counters=(busy, busy_agg, records_in, records_out, lag),
         )
 
 
