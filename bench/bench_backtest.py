@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import re
 import shutil
 import sys
 import tempfile
@@ -33,21 +32,18 @@ import pyarrow.dataset as ds
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
+from doc_section import write_section  # noqa: E402
 from history_gen import generate  # noqa: E402
 
 from autoscaler.archive.layout import PARTITIONING  # noqa: E402
 from autoscaler.backtest.jobs import ACTUAL, BacktestOptions, backtest_tables  # noqa: E402
 from autoscaler.backtest.report import render_report  # noqa: E402
+from autoscaler.evaluate.spark_session import local_cores  # noqa: E402
 from autoscaler.logs import configure_logging  # noqa: E402
 from autoscaler.settings import Settings, SparkSettings  # noqa: E402
 
 DOC = ROOT / "docs" / "performance.md"
 SECTION = "## Backtest"
-
-
-def _cores(master: str) -> int | None:
-    found = re.fullmatch(r"local\[(\d+)\]", master.strip())
-    return int(found[1]) if found else None
 
 
 def main() -> int:
@@ -115,7 +111,7 @@ def _bench(root: Path, args: argparse.Namespace, made: object) -> int:
     ticks = sum(r["ticks"] for r in rows if r["world"] == ACTUAL)
     jobs = len({(r["cluster"], r["job_name"]) for r in rows})
     errors = sum(1 for r in rows if r["error"] is not None)
-    cores = _cores(args.spark_master)
+    cores = local_cores(args.spark_master) if args.spark_master.strip().startswith("local") else None
     base_rate, rate = base_ticks / base_wall, ticks / wall
     efficiency = f"{rate / (base_rate * cores):.2f}" if cores else "n/a"
     table = "\n".join(
@@ -160,14 +156,7 @@ def _write_doc(command: str, table: str, made: object, rate: float) -> None:
         "evaluate, decide and realize code on a fake clock). At this rate, 1,000 jobs x 1 day at 10 s "
         f"({full / 1e6:.2f} M job-ticks) would take {full / rate / 3600:.1f} h on the same cores.\n"
     )
-    text = DOC.read_text(encoding="utf-8")
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    text = (
-        pattern.sub(lambda _: section + "\n", text, count=1)
-        if pattern.search(text)
-        else text + "\n" + section
-    )
-    DOC.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+    write_section(DOC, SECTION, section)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ import argparse
 import dataclasses
 import datetime
 import json
-import re
 import shlex
 import sys
 import time
@@ -43,6 +42,7 @@ from decisions import (
     run_sync,
     score,
 )
+from doc_section import write_section
 
 from autoscaler.logs import configure_logging
 from autoscaler.settings.profiles import PROFILES
@@ -190,13 +190,7 @@ def targets(results: Mapping[str, Mapping[str, Quality]], steps: Mapping[str, in
 # ---------------------------------------------------------------------------------------------- the doc
 def write_doc(section: str, path: Path = DOC) -> None:
     """Replace (or add) the "Decision quality" section of ``path``; other sections stay as they are."""
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Performance\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section.rstrip("\n") + "\n\n", text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
-    path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+    write_section(path, SECTION, section)
 
 
 def _log(runs: Sequence[JobRun], path: Path) -> None:

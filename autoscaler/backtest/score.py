@@ -31,14 +31,6 @@ class Score:
     backlog_above_target_s: float = 0.0
     slot_hours: float = 0.0
 
-    def __add__(self, other: Score) -> Score:
-        return Score(
-            self.restarts + other.restarts,
-            self.below_capacity_s + other.below_capacity_s,
-            self.backlog_above_target_s + other.backlog_above_target_s,
-            self.slot_hours + other.slot_hours,
-        )
-
 
 def slots_of(topology: JobTopology, parallelism: Mapping[VertexId, int]) -> int:
     """Slots the job holds: per slot-sharing group, its widest vertex's parallelism."""

@@ -33,6 +33,7 @@ __all__ = [
     "create_spark_session",
     "discard_local_session",
     "is_connect",
+    "local_cores",
     "local_jvm_alive",
     "session_conf",
     "spark_error",
@@ -61,7 +62,7 @@ DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC -XX:GCTimeRatio=4"
 
 
 # ---------------------------------------------------------------------------------------------- session
-def _cores(master: str) -> int:
+def local_cores(master: str) -> int:
     """Cores the session may use: N of ``local[N]`` / ``local[N,F]``; the machine's for ``local[*]`` etc."""
     m = re.fullmatch(r"local\[(\d+)(?:,\s*\d+)?\]", master.strip())
     if m:
@@ -74,7 +75,7 @@ def _cores(master: str) -> int:
 def session_conf(settings: SparkSettings) -> dict[str, str]:
     """The session settings (spark.md §2): UI off, ~2x cores partitions, Arrow, UTC, adaptive execution
     off, the driver JVM's collector (:data:`DRIVER_JAVA_OPTIONS`); the user's win."""
-    partitions = str(2 * _cores(settings.master))
+    partitions = str(2 * local_cores(settings.master))
     connect = is_connect(settings.master)
     conf = {
         "spark.ui.enabled": "false",
