@@ -9,7 +9,7 @@ instead of its scores: one job never ends the backtest of the others.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -22,7 +22,7 @@ from autoscaler.backtest.workload import estimate_workload
 from autoscaler.durations import to_ms
 from autoscaler.settings import AutoscalerOptions, Settings
 
-__all__ = ["ACTUAL", "RESULT_SCHEMA", "BacktestOptions", "backtest_job", "backtest_tables"]
+__all__ = ["ACTUAL", "RESULT_SCHEMA", "BacktestOptions", "backtest_job", "backtest_tables", "unreadable"]
 
 log = structlog.get_logger(__name__)
 
@@ -104,11 +104,16 @@ def backtest_tables(samples: pa.Table, decisions: pa.Table | None, options: Back
             )
         )
         log.warning("backtest_history_unreadable", jobs=len(names), error=error)
-        rows = [{"cluster": c, "job_name": n, "world": ACTUAL, "error": error} for c, n in names]
-        return pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
+        return unreadable(names, error)
     rows = []
     for history in histories:
         rows.extend(backtest_job(history, options))
+    return pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
+
+
+def unreadable(jobs: Iterable[tuple[str, str]], error: str) -> pa.Table:
+    """The result of jobs (cluster, job name) whose history could not be read: one error row each."""
+    rows = [{"cluster": c, "job_name": n, "world": ACTUAL, "error": error} for c, n in jobs]
     return pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
 
 

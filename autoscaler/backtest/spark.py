@@ -19,27 +19,24 @@ Spark).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.dataset as ds
-import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from autoscaler.archive.layout import PARTITIONING, partition_dir
-from autoscaler.archive.schema import DECISIONS, SAMPLES
-from autoscaler.backtest.history import DECISION_COLUMNS
-from autoscaler.backtest.jobs import RESULT_SCHEMA, BacktestOptions, backtest_tables
+from autoscaler.archive.schema import SAMPLES
+from autoscaler.backtest.files import backtest_archived_job
+from autoscaler.backtest.jobs import RESULT_SCHEMA, BacktestOptions
 from autoscaler.logs import configure_logging
 
-__all__ = ["backtest_on_spark", "job_files"]
+__all__ = ["backtest_on_spark"]
 
 _KEYS = ("cluster", "job_name")
 _SPARK_TYPES = {pa.string(): "string", pa.int64(): "bigint", pa.float64(): "double"}
 _RESULT_DDL = ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in RESULT_SCHEMA)
-_DECIDED = (*_KEYS, "job", *DECISION_COLUMNS)  # what a replay reads of the decisions
+_JOBS_DDL = "cluster string, job_name string, job_ids array<string>"
 
 
 def backtest_on_spark(
@@ -55,11 +52,7 @@ def backtest_on_spark(
     # Partition values stay strings: an all-digit JobID must not become a number, nor the day a date.
     spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
     listed = _jobs(spark, root / SAMPLES, clusters, job_names)
-    if listed is None:
-        return RESULT_SCHEMA.empty_table()
-    jobs = listed.groupBy(*_KEYS).agg(F.sort_array(F.collect_set("job")).alias("job_ids"))
-    count = jobs.count()
-    if count == 0:
+    if not listed:
         return RESULT_SCHEMA.empty_table()
     base = str(root)
 
@@ -67,24 +60,24 @@ def backtest_on_spark(
         configure_logging(level="WARNING")  # a replay's every tick would log its decision at INFO
         for batch in batches:
             for job in batch.to_pylist():
-                samples = read_job(Path(base), SAMPLES, job["cluster"], job["job_name"], job["job_ids"])
-                decisions = read_job(
-                    Path(base), DECISIONS, job["cluster"], job["job_name"], job["job_ids"], _DECIDED
-                )
-                yield from backtest_tables(samples, decisions, options).to_batches()
+                yield from backtest_archived_job(
+                    Path(base), job["cluster"], job["job_name"], job["job_ids"], options
+                ).to_batches()
 
     # One job per task: jobs differ in what a replay costs, and a task is cheap beside a job-day's replay.
-    result = jobs.repartition(count).mapInArrow(replay_jobs, schema=_RESULT_DDL)
+    jobs = spark.createDataFrame(listed, schema=_JOBS_DDL).repartition(len(listed))
+    result = jobs.mapInArrow(replay_jobs, schema=_RESULT_DDL)
     return result.toArrow().cast(RESULT_SCHEMA)
 
 
 def _jobs(
     spark: SparkSession, directory: Path, clusters: Iterable[str], names: Iterable[str]
-) -> DataFrame | None:
-    """``(cluster, job, job_name)`` of every archived JobID (only these clusters and names): the partition
-    columns and one dictionary-encoded column, so the JVM reads next to nothing of the files."""
+) -> list[tuple[str, str, list[str]]]:
+    """``(cluster, job_name, JobIDs)`` of every archived job (only these clusters and names), from the
+    partition columns and one dictionary-encoded column: the JVM reads next to nothing of the files,
+    and the list (a row per job) is small enough for the driver."""
     if not directory.is_dir():
-        return None
+        return []
     frame = (
         spark.read.option("mergeSchema", "true").parquet(str(directory)).select("cluster", "job", "job_name")
     )
@@ -93,47 +86,8 @@ def _jobs(
         frame = frame.where(F.col("cluster").isin(wanted_clusters))
     if wanted_names:
         frame = frame.where(F.col("job_name").isin(wanted_names))
-    return frame.distinct()
-
-
-def job_files(root: Path, table: str, cluster: str, job_ids: Sequence[str]) -> list[str]:
-    """The visible Parquet files of these JobIDs in ``table`` (every day), as pyarrow's discovery would
-    list them: names starting with ``.`` or ``_`` (a file being written, Spark's markers) skipped."""
-    files: list[str] = []
-    for job_id in job_ids:
-        job_dir = partition_dir(root, table, cluster, job_id, "x").parent
-        if not job_dir.is_dir():
-            continue
-        files.extend(
-            str(path)
-            for path in sorted(job_dir.glob("day=*/*.parquet"))
-            if not path.name.startswith((".", "_")) and not path.parent.name.startswith((".", "_"))
-        )
-    return files
-
-
-def read_job(
-    root: Path,
-    table: str,
-    cluster: str,
-    job_name: str,
-    job_ids: Sequence[str],
-    columns: Sequence[str] | None = None,
-) -> pa.Table | None:
-    """One job's rows of ``table`` (these ``columns``, else all), with their partition columns, as the
-    plain-Python reader gets them (files written by older daemons may lack newer columns: the schemas
-    are merged, missing ones null)."""
-    files = job_files(root, table, cluster, job_ids)
-    if not files:
-        return None
-    schema = pa.unify_schemas([pq.read_schema(f) for f in files] + [PARTITIONING.schema])
-    dataset = ds.dataset(
-        files,
-        schema=schema,
-        format="parquet",
-        partitioning=PARTITIONING,
-        partition_base_dir=str(root / table),
-    )
-    return dataset.to_table(
-        columns=None if columns is None else list(columns), filter=ds.field("job_name") == job_name
+    jobs = frame.distinct().groupBy(*_KEYS).agg(F.sort_array(F.collect_set("job")).alias("job_ids"))
+    listed = jobs.toArrow()
+    return sorted(
+        zip(*(listed.column(c).to_pylist() for c in ("cluster", "job_name", "job_ids")), strict=True)
     )
