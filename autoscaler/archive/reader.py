@@ -124,7 +124,7 @@ class _Columns:
         # The vertex metrics, one tuple per row in VertexSample's field order (null read as NaN).
         metrics = [
             pc.fill_null(table.column(f), math.nan).to_pylist()
-            if f in table.column_names
+            if f in self._names
             else [math.nan] * self.rows
             for f in SAMPLE_FIELDS
         ]
@@ -133,10 +133,8 @@ class _Columns:
     def column(self, name: str) -> list[Any]:
         values = self._lists.get(name)
         if values is None:
-            if name in self._names:
-                values = self._table.column(name).to_pylist()
-            else:  # a column older files lack
-                values = [None] * self.rows
+            present = name in self._names  # older files lack the newer columns
+            values = self._table.column(name).to_pylist() if present else [None] * self.rows
             self._lists[name] = values
         return values
 
