@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-__all__ = ["PARTITIONING", "day_dirs", "partition_dir", "prune_days", "write_file", "write_part"]
+__all__ = ["PARTITIONING", "day_dirs", "job_dir", "partition_dir", "prune_days", "write_file", "write_part"]
 
 # How pyarrow reads the partition directories: strings, always (an all-digit JobID must not become a
 # number, nor the day a date).
@@ -31,11 +31,14 @@ PARTITIONING = ds.partitioning(
 _COMPRESSION = "zstd"  # about a third of snappy's size on these repetitive rows, still fast to read
 
 
+def job_dir(root: Path, table: str, cluster: str, job_id: str) -> Path:
+    """The directory of one table's rows of one job (JobID), every day of them."""
+    return root / table / f"cluster={quote(cluster, safe='')}" / f"job={quote(job_id, safe='')}"
+
+
 def partition_dir(root: Path, table: str, cluster: str, job_id: str, day: str) -> Path:
     """The directory of one table's rows of one job on one UTC day."""
-    return (
-        root / table / f"cluster={quote(cluster, safe='')}" / f"job={quote(job_id, safe='')}" / f"day={day}"
-    )
+    return job_dir(root, table, cluster, job_id) / f"day={day}"
 
 
 def write_part(directory: Path, table: pa.Table, stamp_ms: int) -> Path:

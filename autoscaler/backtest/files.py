@@ -16,7 +16,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import structlog
 
-from autoscaler.archive.layout import PARTITIONING, partition_dir
+from autoscaler.archive.layout import PARTITIONING, job_dir
 from autoscaler.archive.schema import DECISIONS, SAMPLES
 from autoscaler.backtest.history import DECISION_COLUMNS
 from autoscaler.backtest.jobs import RESULT_SCHEMA, BacktestOptions, backtest_tables, unreadable
@@ -50,14 +50,8 @@ def job_files(root: Path, table: str, cluster: str, job_ids: Sequence[str]) -> l
     list them: names starting with ``.`` or ``_`` (a file being written, Spark's markers) skipped."""
     files: list[str] = []
     for job_id in job_ids:
-        job_dir = partition_dir(root, table, cluster, job_id, "x").parent
-        if not job_dir.is_dir():
-            continue
-        files.extend(
-            str(path)
-            for path in sorted(job_dir.glob("day=*/*.parquet"))
-            if not path.name.startswith((".", "_")) and not path.parent.name.startswith((".", "_"))
-        )
+        days = sorted(job_dir(root, table, cluster, job_id).glob("day=*/*.parquet"))
+        files.extend(str(path) for path in days if not path.name.startswith((".", "_")))
     return files
 
 

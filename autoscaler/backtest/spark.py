@@ -54,14 +54,13 @@ def backtest_on_spark(
     listed = _jobs(spark, root / SAMPLES, clusters, job_names)
     if not listed:
         return RESULT_SCHEMA.empty_table()
-    base = str(root)
 
     def replay_jobs(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         configure_logging(level="WARNING")  # a replay's every tick would log its decision at INFO
         for batch in batches:
             for job in batch.to_pylist():
                 yield from backtest_archived_job(
-                    Path(base), job["cluster"], job["job_name"], job["job_ids"], options
+                    root, job["cluster"], job["job_name"], job["job_ids"], options
                 ).to_batches()
 
     # One job per task: jobs differ in what a replay costs, and a task is cheap beside a job-day's replay.
