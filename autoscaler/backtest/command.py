@@ -118,7 +118,9 @@ def backtest_command(
     spark = create_spark_session(spark_settings)
     started = time.perf_counter()
     try:
-        results = backtest_on_spark(spark, history, options, clusters=clusters, job_names=job_names)
+        results = backtest_on_spark(
+            spark, history, options, clusters=clusters, job_names=job_names, progress=_tell
+        )
     finally:
         spark.stop()
     took = time.perf_counter() - started
@@ -131,6 +133,11 @@ def backtest_command(
             pq.write_table(results, out)
         print(f"\nEvery job's results: {out}")
     return 0 if results.num_rows else 1
+
+
+def _tell(done: object) -> None:
+    """A progress line on stderr, away from the report on stdout."""
+    print(done, file=sys.stderr, flush=True)
 
 
 def _label(index: int) -> str:

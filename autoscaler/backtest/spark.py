@@ -19,7 +19,7 @@ Spark).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 from autoscaler.archive.schema import SAMPLES
 from autoscaler.backtest.files import backtest_archived_job
 from autoscaler.backtest.jobs import RESULT_SCHEMA, BacktestOptions
+from autoscaler.backtest.progress import EVERY_S, JobsDone, replay_progress
 from autoscaler.logs import configure_logging
 
 __all__ = ["backtest_on_spark"]
@@ -46,9 +47,12 @@ def backtest_on_spark(
     *,
     clusters: Iterable[str] = (),
     job_names: Iterable[str] = (),
+    progress: Callable[[JobsDone], None] | None = None,
+    progress_every_s: float = EVERY_S,
 ) -> pa.Table:
     """Every archived job under ``root`` (only these clusters and job names, when given), backtested:
-    one row per job and world (``autoscaler.backtest.jobs.RESULT_SCHEMA``)."""
+    one row per job and world (``autoscaler.backtest.jobs.RESULT_SCHEMA``). ``progress`` is told every
+    ``progress_every_s`` how many jobs are replayed (``autoscaler.backtest.progress``)."""
     # Partition values stay strings: an all-digit JobID must not become a number, nor the day a date.
     spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
     listed = _jobs(spark, root / SAMPLES, clusters, job_names)
@@ -66,7 +70,10 @@ def backtest_on_spark(
     # One job per task: jobs differ in what a replay costs, and a task is cheap beside a job-day's replay.
     jobs = spark.createDataFrame(listed, schema=_JOBS_DDL).repartition(len(listed))
     result = jobs.mapInArrow(replay_jobs, schema=_RESULT_DDL)
-    return result.toArrow().cast(RESULT_SCHEMA)
+    if progress is None:
+        return result.toArrow().cast(RESULT_SCHEMA)
+    with replay_progress(spark, len(listed), progress, every_s=progress_every_s):
+        return result.toArrow().cast(RESULT_SCHEMA)
 
 
 def _jobs(

@@ -1,5 +1,6 @@
-"""The backtest on Spark: the archive read as DataFrames, cogrouped by job, each job replayed in a Spark
-task; the results equal the plain-Python backtest of the same rows, job by job and world by world."""
+"""The backtest on Spark: the archive's jobs listed, each job read and replayed in a Spark task of its own;
+the results equal the plain-Python backtest of the same rows, job by job and world by world, and the
+jobs replayed so far are told while it runs."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from backtest_history import LIVE, WIDER, record, table
 from sim_world import sim_world
 
 from autoscaler.backtest.jobs import BacktestOptions, backtest_tables
+from autoscaler.backtest.progress import JobsDone
 from autoscaler.backtest.spark import backtest_on_spark
 
 pytestmark = pytest.mark.spark
@@ -27,11 +29,18 @@ def test_the_backtest_on_spark_equals_the_plain_python_one(spark: Any, tmp_path:
         {"A": sim_world(16, LIVE).daemon.settings, "B": sim_world(16, WIDER).daemon.settings}
     )
 
-    on_spark = backtest_on_spark(spark, tmp_path, options).to_pylist()
+    told: list[JobsDone] = []
+    on_spark = backtest_on_spark(
+        spark, tmp_path, options, progress=told.append, progress_every_s=0.01
+    ).to_pylist()
     plain = backtest_tables(table(tmp_path, "samples"), table(tmp_path, "decisions"), options).to_pylist()
 
     assert len(on_spark) == 6
     assert by_key(on_spark) == by_key(plain)
+    # Two jobs, each replayed for seconds in its own task: told while they ran, never more than there are.
+    assert told and {t.jobs for t in told} == {2} and all(0 <= t.done <= 2 for t in told)
+    assert [t.done for t in told] == sorted(t.done for t in told)
+    assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None
     only = backtest_on_spark(spark, tmp_path, options, job_names=["stepped-1"]).to_pylist()
     assert {r["job_name"] for r in only} == {"stepped-1"}
 
