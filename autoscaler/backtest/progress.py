@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from autoscaler.evaluate.spark_session import is_connect_session
+
 __all__ = ["JobsDone", "done_in_group", "replay_progress"]
 
 EVERY_S = 60.0
@@ -65,18 +67,18 @@ def done_in_group(tracker: Any, group: str) -> int:
 def replay_progress(
     spark: Any,
     jobs: int,
-    report: Callable[[JobsDone], None],
+    report: Callable[[JobsDone], None] | None,
     *,
     every_s: float = EVERY_S,
     clock: Callable[[], float] = time.monotonic,
 ) -> Iterator[None]:
     """Run the Spark jobs of the block in a job group of their own and ``report`` their progress every
     ``every_s`` seconds, from a daemon thread, until the block ends. A report that fails ends the
-    reporting, never the backtest."""
-    context = getattr(spark, "sparkContext", None) if not _is_connect(spark) else None
-    if context is None:
+    reporting, never the backtest. Without ``report``, or on Spark Connect, the block just runs."""
+    if report is None or is_connect_session(spark):
         yield
         return
+    context = spark.sparkContext
     group = f"flink-autoscaler-backtest-{next(_GROUPS)}"
     context.setJobGroup(group, f"backtest of {jobs} jobs")
     tracker, start, stop = context.statusTracker(), clock(), threading.Event()
@@ -96,7 +98,3 @@ def replay_progress(
         stop.set()
         thread.join(timeout=every_s)
         context.setLocalProperty("spark.jobGroup.id", None)  # later jobs of this thread are not ours
-
-
-def _is_connect(spark: Any) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")

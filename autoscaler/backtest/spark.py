@@ -70,8 +70,6 @@ def backtest_on_spark(
     # One job per task: jobs differ in what a replay costs, and a task is cheap beside a job-day's replay.
     jobs = spark.createDataFrame(listed, schema=_JOBS_DDL).repartition(len(listed))
     result = jobs.mapInArrow(replay_jobs, schema=_RESULT_DDL)
-    if progress is None:
-        return result.toArrow().cast(RESULT_SCHEMA)
     with replay_progress(spark, len(listed), progress, every_s=progress_every_s):
         return result.toArrow().cast(RESULT_SCHEMA)
 

@@ -63,6 +63,7 @@ from autoscaler.evaluate.spark_session import (
     create_spark_session,
     discard_local_session,
     is_connect,
+    is_connect_session,
     local_jvm_alive,
     session_conf,
     spark_error,
@@ -148,7 +149,7 @@ class SparkEvaluator:
         tick until the process restarts."""
         self._spark = spark
         self._reconnect = reconnect
-        self._connect = type(spark).__module__.startswith("pyspark.sql.connect")
+        self._connect = is_connect_session(spark)
         self._on_lost = on_lost or (lambda _what: None)
         self._partitions = partitions or max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or "4"))
         self._book = WindowBook()

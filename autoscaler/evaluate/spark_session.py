@@ -33,6 +33,7 @@ __all__ = [
     "create_spark_session",
     "discard_local_session",
     "is_connect",
+    "is_connect_session",
     "local_cores",
     "local_jvm_alive",
     "session_conf",
@@ -101,6 +102,11 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
 def is_connect(master: str) -> bool:
     """Whether ``master`` names a Spark Connect server (``sc://host:port``) rather than a classic master."""
     return master.strip().startswith("sc://")
+
+
+def is_connect_session(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect client, which has no SparkContext, JVM or RDDs of its own."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _on_loopback(master: str) -> bool:

@@ -116,3 +116,9 @@ def test_without_a_status_tracker_the_backtest_runs_silent() -> None:
     with replay_progress(Connect(), 3, told.append, every_s=0.001):
         pass
     assert told == []
+
+
+def test_without_a_report_the_block_just_runs_outside_any_job_group() -> None:
+    context = Context(Tracker())
+    with replay_progress(Session(context), 3, None, every_s=0.001):
+        assert "spark.jobGroup.id" not in context.properties
