@@ -3,7 +3,7 @@
 ``MetricsReporter`` is fed domain objects (evaluations, outcomes, errors, REST calls) and removes every
 series of a job that disappeared, vertex gauges and per-job counters alike, so dashboards never show a
 stale job. The per-vertex gauges, and the budget that bounds them (``vertex_metrics``,
-``vertex_metrics_max_series``), are :mod:`autoscaler.vertex_series`. At some 415 lines it stays one
+``vertex_metrics_max_series``), are :mod:`autoscaler.vertex_series`. At some 450 lines it stays one
 module, because it is the one list of every series the daemon exports, which docs/operations.md mirrors.
 """
 
@@ -22,6 +22,7 @@ from autoscaler.settings.daemon_settings import VertexMetrics
 from autoscaler.vertex_series import VertexSeries
 
 if TYPE_CHECKING:
+    from autoscaler.evaluate.phases import EvaluationPhases
     from autoscaler.health import Health
     from autoscaler.state.model import ScalingVerification
 
@@ -202,6 +203,14 @@ class MetricsReporter:
             registry=r,
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
         )
+        self.evaluation_phase_seconds = Histogram(
+            "flink_autoscaler_evaluation_phase_duration_seconds",
+            "Where the batched evaluation spent its time: phase=window (every job's window bookkeeping in "
+            "the daemon), spark (the Spark work it waited for), driver (the graph arithmetic in the daemon)",
+            ("phase",),
+            registry=r,
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+        )
         self.spark_up = Gauge(
             "flink_autoscaler_spark_up", "1 while the Spark evaluation works, 0 after it failed", registry=r
         )
@@ -381,11 +390,21 @@ class MetricsReporter:
         """A tick's wait for the cluster's metric fetch: how long, and whether the fetch landed in it."""
         self.metric_fetch_wait_seconds.labels(cluster, "landed" if landed else "timed_out").observe(seconds)
 
-    def report_spark(self, ok: bool, detail: str = "", duration_s: float | None = None) -> None:
-        """The outcome of a Spark evaluation (``duration_s`` when it ran); readiness follows it."""
+    def report_spark(
+        self,
+        ok: bool,
+        detail: str = "",
+        duration_s: float | None = None,
+        phases: EvaluationPhases | None = None,
+    ) -> None:
+        """The outcome of a Spark evaluation (``duration_s`` and its ``phases`` when it ran); readiness
+        follows it."""
         self.spark_up.set(1 if ok else 0)
         if ok and duration_s is not None:
             self.evaluation_seconds.observe(duration_s)
+        if ok and phases is not None:
+            for phase, seconds in phases.items():
+                self.evaluation_phase_seconds.labels(phase).observe(seconds)
         if self.health is not None:
             self.health.set_spark(ok, detail)
 

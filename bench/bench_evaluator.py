@@ -40,6 +40,7 @@ from datetime import timedelta
 from typing import Any
 
 from autoscaler.evaluate import SparkEvaluator, aggregate_window, create_spark_session, evaluate_vertices
+from autoscaler.evaluate.phases import PHASES, EvaluationPhases
 from autoscaler.evaluate.series import SeriesNames, vertex_order
 from autoscaler.evaluate.spark import ROW_DDL, collect_aggregates, rows_frame
 from autoscaler.evaluate.spark_frames import series_slot
@@ -262,9 +263,11 @@ def run_size(spark: Any, args: argparse.Namespace, jobs: int, parts: int, cores:
     rows: list[tuple[int, int, float, float, float, float]] = []
     cpu: list[tuple[float, float]] = []
     settles: list[float] = []
+    phases: list[EvaluationPhases] = []  # where each tick's time went (SparkEvaluator.last_phases)
     print(
         f"{'tick':>4} {'rows':>8} {'spark ms':>9} {'ckpt ms':>8} {'oracle ms':>10} {'reship ms':>10}"
         f" {'per-job ms/job':>15} {'cpu py ms':>10} {'cpu jvm ms':>11}"
+        f" {'window ms':>10} {'query ms':>9} {'driver ms':>10}"
     )
     for n in range(args.ticks):
         samples, now = fleet.tick(n), T0 + n * args.interval_s * 1000
@@ -274,6 +277,7 @@ def run_size(spark: Any, args: argparse.Namespace, jobs: int, parts: int, cores:
         # its CPU counts in this tick's and nothing of it overlaps the oracle or the next tick.
         settles.append(timed(evaluator.settle))
         after = clock()
+        phases.append(evaluator.last_phases or EvaluationPhases())
         cpu.append((after[0] - before[0], after[1] - before[1]))
         oracle_s, oracle_rows = oracle.tick(n, now)
         reship_s = per_job_s = float("nan")
@@ -288,7 +292,9 @@ def run_size(spark: Any, args: argparse.Namespace, jobs: int, parts: int, cores:
         print(
             f"{n:>4} {rows[-1][1]:>8} {ms[0]:>9.0f} {settles[-1] * 1e3:>8.0f} {ms[1]:>10.0f} {ms[2]:>10.0f}"
             f" {ms[3]:>15.0f}"
-            f" {cpu[-1][0] * 1e3:>10.0f} {cpu[-1][1] * 1e3:>11.0f}",
+            f" {cpu[-1][0] * 1e3:>10.0f} {cpu[-1][1] * 1e3:>11.0f}"
+            f" {phases[-1].window * 1e3:>10.0f} {phases[-1].spark * 1e3:>9.0f}"
+            f" {phases[-1].driver * 1e3:>10.0f}",
             flush=True,
         )
 
@@ -319,6 +325,13 @@ def run_size(spark: Any, args: argparse.Namespace, jobs: int, parts: int, cores:
         f"{statistics.median(j for _, j in full_cpu):.2f} s JVM -> {estimate:.2f} s on {cores} cores alone "
         f"(the JVM's with the window's checkpoint, which ran on for a median "
         f"{statistics.median(settles[r[0]] for r in full):.2f} s after the tick)"
+    )
+    median = {p: statistics.median(getattr(phases[r[0]], p) for r in full) for p in PHASES}
+    print(
+        "full-window ticks: median phases "
+        + ", ".join(f"{p} {median[p]:.2f} s" for p in PHASES)
+        + " (window: the windows' bookkeeping in the driver; spark: the query and the checkpoint the tick "
+        "waited for; driver: the graph arithmetic)"
     )
     return Result(
         jobs,

@@ -20,7 +20,7 @@ job. Jobs without custom metrics cost nothing: the frame exists only while it ho
 The session is made in :mod:`autoscaler.evaluate.spark_session`; the frames' layout and the aggregation
 query are in :mod:`autoscaler.evaluate.spark_frames`; what each job needs around the batch, and its
 result, in :mod:`autoscaler.evaluate.tick_jobs`. This module keeps the windows across ticks and
-evaluates; it re-exports the names importers take from it. It is some 420 lines because
+evaluates; it re-exports the names importers take from it. It is some 450 lines because
 :class:`SparkEvaluator` is one transaction per tick (replay, append, slide, aggregate, evaluate, roll back
 or recover) over one shared state (the window book, the two frames, the session): split up, its parts
 would only hand that state to each other.
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,7 @@ import structlog
 from autoscaler.evaluate.checkpointing import BackgroundCheckpoint, WindowFrames
 from autoscaler.evaluate.custom import ConfiguredEvaluator
 from autoscaler.evaluate.fleet import FleetEvaluator
+from autoscaler.evaluate.phases import EvaluationPhases, PhaseTimer
 from autoscaler.evaluate.series import SeriesNames, VertexOrders
 from autoscaler.evaluate.spark_frames import (
     CUSTOM_COLUMNS,
@@ -143,11 +145,15 @@ class SparkEvaluator:
         partitions: int | None = None,
         reconnect: Callable[[], SparkSession] | None = None,
         on_lost: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         """``reconnect`` makes a new session when this one is lost: Spark Connect no longer knows it
         (the server restarted), or the local driver JVM died; without it such a session fails every
-        tick until the process restarts."""
+        tick until the process restarts. ``clock`` times the phases of a tick (:attr:`last_phases`)."""
         self._spark = spark
+        self._clock = clock
+        self.last_phases: EvaluationPhases | None = None
+        """Where the last evaluation that succeeded spent its time (:mod:`autoscaler.evaluate.phases`)."""
         self._reconnect = reconnect
         self._connect = is_connect_session(spark)
         self._on_lost = on_lost or (lambda _what: None)
@@ -278,7 +284,9 @@ class SparkEvaluator:
         evaluators: Mapping[str, Sequence[ConfiguredEvaluator]] | None,
         restored: Mapping[str, Sequence[JobSample]] | None,
     ) -> dict[str, JobEvaluation]:
+        timer = PhaseTimer(self._clock)
         self.settle()
+        timer.lap("spark")
         saved = self._book.copy()
         replayed = self._replay(restored or {})
         ticks = self._observe(samples, now_ms)
@@ -298,6 +306,7 @@ class SparkEvaluator:
             row for epoch, s in fresh for row in job_custom_rows(s.job.key, epoch, s)
         )
         keep_rows = keep_frame(keep)
+        timer.lap("window")
         previous, previous_custom = self._frames.window, self._frames.custom
         # The window's size before this tick's slide plus its new rows: an upper bound on what the
         # aggregation reads (the slide only drops rows), so a window near the limit keeps its shuffle.
@@ -325,6 +334,7 @@ class SparkEvaluator:
         standard, custom_aggregates = collect_tick_columns(
             window, custom, self._orders.names(keep, self._book), single_task=small
         )
+        timer.lap("spark")
         counts = rows_per_job(standard)
         self._rows_by_job = {key: rows for key, (rows, _) in counts.items()}
         self._custom_rows_by_job = {
@@ -349,7 +359,10 @@ class SparkEvaluator:
         evaluated = [key for key, job in jobs.items() if job.evaluated]
         graphs = self._fleet.evaluate([jobs[key].fleet for key in evaluated], standard)
         results = dict(zip(evaluated, graphs, strict=True))
-        return {key: job.evaluation(results.get(key)) for key, job in jobs.items()}
+        evaluations = {key: job.evaluation(results.get(key)) for key, job in jobs.items()}
+        timer.lap("driver")
+        self.last_phases = timer.phases()
+        return evaluations
 
     def _recover(self, err: Exception) -> None:
         """Start every window afresh if ``err`` says Spark lost them, on a new session if it lost ours;

@@ -18,6 +18,7 @@ import structlog
 
 from autoscaler.evaluate.custom import ConfiguredEvaluator
 from autoscaler.evaluate.history import trim_history
+from autoscaler.evaluate.phases import EvaluationPhases
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobEvaluation, JobSample
 from autoscaler.offload import offload
@@ -104,5 +105,11 @@ async def evaluate(
         for s in samples:
             metrics.report_error(s.job.cluster, Reason.AUTOSCALER_ERROR)
         return Evaluated(error=error)
-    metrics.report_spark(True, duration_s=time.perf_counter() - started)
+    # A backend that times its phases (SparkEvaluator.last_phases) says where the time went.
+    phases = getattr(evaluator, "last_phases", None)
+    metrics.report_spark(
+        True,
+        duration_s=time.perf_counter() - started,
+        phases=phases if isinstance(phases, EvaluationPhases) else None,
+    )
     return Evaluated(evaluations)

@@ -19,6 +19,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from autoscaler.clock import FakeClock
+from autoscaler.evaluate.phases import EvaluationPhases
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkHTTPError
 from autoscaler.health import Health, serve_http
@@ -69,7 +70,7 @@ def realistic_evaluation() -> JobEvaluation:
 
 async def feed(metrics: MetricsReporter) -> None:
     """Everything a tick reports, including REST calls made through the client's hook."""
-    metrics.report_spark(True, duration_s=0.8)
+    metrics.report_spark(True, duration_s=0.8, phases=EvaluationPhases(window=0.2, spark=0.5, driver=0.1))
     metrics.report_evaluation(realistic_evaluation())
     metrics.report_outcome(JOB, Reason.SCALING, scaled=True)
     metrics.report_outcome(JOB, Reason.IN_BAND, scaled=False)

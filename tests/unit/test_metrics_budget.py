@@ -24,6 +24,7 @@ import yaml
 from prometheus_client import generate_latest
 from structlog.testing import capture_logs
 
+from autoscaler.evaluate.phases import EvaluationPhases
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import Edge, JobEvaluation, JobRef, JobTopology, VertexInfo
 from autoscaler.reasons import Reason
@@ -331,7 +332,7 @@ def fed_default_reporter() -> MetricsReporter:
     metrics.shards.labels(job.cluster).set(1)
     metrics.ticks_skipped.inc()
     metrics.report_request(job.cluster, "GET", "/jobs/:jobid", 404)
-    metrics.report_spark(True, duration_s=0.8)
+    metrics.report_spark(True, duration_s=0.8, phases=EvaluationPhases(window=0.2, spark=0.5, driver=0.1))
     metrics.report_fetch_wait(job.cluster, 0.2, landed=True)
     metrics.report_tick(1.7, {"collect": 0.6, "evaluate": 0.8, "record": 0.3})
     return metrics

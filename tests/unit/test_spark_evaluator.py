@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from autoscaler.evaluate import SparkEvaluator
+from autoscaler.evaluate.phases import EvaluationPhases
 from autoscaler.evaluate.python import PythonEvaluator
 from autoscaler.model import (
     NAN,
@@ -225,6 +226,19 @@ def test_evaluate_end_to_end_integration_case(spark: Any) -> None:
     assert work.target_data_rate == pytest.approx(2000.0)
     assert work.true_processing_rate == pytest.approx(1250.0)
     assert (work.target_parallelism, work.outside_band) == (3, True)
+
+
+@pytest.mark.spark
+def test_a_tick_is_timed_in_its_three_phases(spark: Any) -> None:
+    """Each lap of the tick books to its phase: with a clock that moves one second a reading, the tick
+    reads as one second of window bookkeeping, two of Spark (the last checkpoint, then the query) and one
+    of the driver's arithmetic."""
+    seconds = iter(range(1_000))
+    ev = SparkEvaluator(spark, clock=lambda: float(next(seconds)))
+    assert ev.last_phases is None
+    vertices = {vid: VertexSample(busy_time_ms_per_s=500.0) for vid in TOPOLOGIES["a"].vertices}
+    ev.evaluate([job_sample("a", T0, vertices)], T0)
+    assert ev.last_phases == EvaluationPhases(window=1.0, spark=2.0, driver=1.0)
 
 
 @pytest.mark.spark
