@@ -25,6 +25,8 @@ __all__ = ["JobsDone", "done_in_group", "replay_progress"]
 
 EVERY_S = 60.0
 _GROUPS = itertools.count(1)
+# What ``setJobGroup`` sets on the thread, all cleared after the replay.
+_GROUP_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,4 +99,5 @@ def replay_progress(
     finally:
         stop.set()
         thread.join(timeout=every_s)
-        context.setLocalProperty("spark.jobGroup.id", None)  # later jobs of this thread are not ours
+        for key in _GROUP_PROPERTIES:  # later jobs of this thread are not ours, nor described as ours
+            context.setLocalProperty(key, None)

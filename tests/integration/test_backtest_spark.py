@@ -41,6 +41,7 @@ def test_the_backtest_on_spark_equals_the_plain_python_one(spark: Any, tmp_path:
     assert told and {t.jobs for t in told} == {2} and all(0 <= t.done <= 2 for t in told)
     assert [t.done for t in told] == sorted(t.done for t in told)
     assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None
+    assert spark.sparkContext.getLocalProperty("spark.job.description") is None
     only = backtest_on_spark(spark, tmp_path, options, job_names=["stepped-1"]).to_pylist()
     assert {r["job_name"] for r in only} == {"stepped-1"}
 

@@ -45,6 +45,8 @@ class Context:
 
     def setJobGroup(self, group: str, description: str) -> None:
         self.properties["spark.jobGroup.id"] = group
+        self.properties["spark.job.description"] = description
+        self.properties["spark.job.interruptOnCancel"] = "false"
         self.tracker.groups[group] = [7]
 
     def setLocalProperty(self, key: str, value: str | None) -> None:
@@ -90,7 +92,9 @@ def test_progress_is_told_while_the_block_runs_and_the_job_group_is_cleared_afte
         assert context.properties["spark.jobGroup.id"] is not None  # the replay runs in our group
         assert first.wait(timeout=30)
 
-    assert context.properties["spark.jobGroup.id"] is None
+    assert context.properties == dict.fromkeys(
+        ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+    )  # nor are later jobs of this thread described as the replay
     assert told[0] == JobsDone(4, 10, 30.0)
 
 
