@@ -300,6 +300,12 @@ class SimClusterSpec(_Spec):
         default=30.0, ge=0, description="Flink default; also from job start"
     )
     restart_pause_s: float = Field(default=2.0, ge=0, description="no processing while restarting")
+    idle_slot_release_s: float = Field(
+        default=70.0,
+        ge=0,
+        description="how long after a restart to fewer slots the idle ones go back to the cluster (Flink "
+        '2.3 with its default slot.idle.timeout of 50 s: 69-78 s on the e2e cluster, docs/e2e.md, "Slots")',
+    )
     metric_fetch_interval_s: float = Field(
         default=0.0, ge=0, description="0: fresh metrics on every query; > 0: Flink's lazy metric fetcher"
     )

@@ -406,9 +406,11 @@ def test_a_job_run_below_its_request_scales_up_when_slots_come_free(clock: FakeC
     rescale(cluster, small, "Work", 8)  # 2 free + its own 1: it restarts at 3 and keeps asking for 8
     clock.advance(60)
     assert cluster.parallelism(small)["Work"] == 3 and cluster.rescale_count(small) == 1
-    rescale(cluster, big, "Work", 2)  # big restarts smaller: 3 slots come free
+    rescale(cluster, big, "Work", 2)  # big restarts smaller; its 3 idle slots go back 70 s later
     clock.advance(60)
     assert cluster.parallelism(big)["Work"] == 2
+    assert cluster.parallelism(small)["Work"] == 3 and cluster.slots_used() == 8
+    clock.advance(60)
     assert cluster.parallelism(small)["Work"] == 6 and cluster.rescale_count(small) == 2
     cluster.cancel(big)  # and 2 more
     clock.advance(60)
@@ -607,3 +609,49 @@ def test_a_fetch_reports_each_job_as_it_was_when_fetched_however_late_it_is_read
         }
 
     assert fetched(read_late=True) == fetched(read_late=False)
+
+
+def test_a_raised_request_takes_the_free_slots_at_once_and_runs_on_them_after_the_cooldown(
+    clock: FakeClock,
+) -> None:
+    """Flink 2.3 (docs/e2e.md, "Slots"): the slots leave the free ones within a second of the PUT,
+    while the job runs on at its old parallelism until the cooldown ends; another job's PUT in between
+    gets only what is left."""
+    cluster = SimCluster(SimClusterSpec(slots=8, cooldown_after_rescaling_s=30), clock)
+    first = cluster.submit(work_job(name="first"))
+    second = cluster.submit(work_job(name="second"))
+    clock.advance(10)  # both in their cooldown since the start
+    rescale(cluster, first, WORK, 4)
+    clock.advance(1)
+    assert cluster.parallelism(first)[WORK] == 1 and cluster.slots_used() == 5
+    rescale(cluster, second, WORK, 6)  # 3 free + its own
+    clock.advance(1)
+    assert cluster.slots_used() == 8
+    clock.advance(30)
+    assert cluster.parallelism(first)[WORK] == 4 and cluster.parallelism(second)[WORK] == 4
+    assert cluster.resource_requirements(second)[cluster.vertex_ids(second)[WORK]] == (1, 6)
+
+
+def test_a_smaller_run_keeps_its_idle_slots_until_they_are_released(clock: FakeClock) -> None:
+    """Flink 2.3: after a restart to fewer slots the idle ones stay the job's for about 70 s (measured
+    69-78 s with the default slot.idle.timeout), then go back; so do the slots of a raised request
+    lowered again before its restart."""
+    cluster = SimCluster(SimClusterSpec(slots=8, cooldown_after_rescaling_s=120, restart_pause_s=1), clock)
+    job = cluster.submit(work_job(work_parallelism=4))
+    clock.advance(130)
+    rescale(cluster, job, WORK, 2)
+    clock.advance(2)  # restarted at 2 a second after the PUT
+    assert cluster.parallelism(job)[WORK] == 2 and cluster.slots_used() == 4
+    clock.advance(67)
+    assert cluster.slots_used() == 4
+    clock.advance(3)
+    assert cluster.slots_used() == 2
+
+    rescale(cluster, job, WORK, 5)  # in the cooldown: takes 3 slots at once, runs on at 2
+    clock.advance(1)
+    assert cluster.slots_used() == 5
+    rescale(cluster, job, WORK, 2)  # lowered again: nothing to restart for
+    clock.advance(68)
+    assert cluster.slots_used() == 5 and cluster.rescale_count(job) == 1
+    clock.advance(3)
+    assert cluster.slots_used() == 2 and cluster.rescale_count(job) == 1

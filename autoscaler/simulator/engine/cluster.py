@@ -17,6 +17,7 @@ from typing import ParamSpec, TypeVar
 from autoscaler.clock import Clock
 from autoscaler.simulator.engine.job import SimJob
 from autoscaler.simulator.engine.reporting import report
+from autoscaler.simulator.engine.slots import SlotPools
 from autoscaler.simulator.engine.store import (
     TICK_MS,
     LazyMapping,
@@ -56,6 +57,7 @@ class SimCluster:
         self._now_ms = self.epoch_ms
         self._jobs: dict[str, SimJob] = {}
         self._store: MetricStore | None = None
+        self._slots = SlotPools(self._jobs, spec)
         self.taskmanager_ids: list[str] = [
             f"127.0.0.1:{32853 + i}-{stable_hex_id('taskmanager', str(i))[:6]}"
             for i in range(spec.taskmanagers)
@@ -97,13 +99,23 @@ class SimCluster:
         """Integrate every job from where it was to ``now_ms``; going backwards is a no-op."""
         if now_ms > self._now_ms:
             self._now_ms = now_ms
+        self._release_due_slots(self._now_ms)
         for job in self._jobs.values():
             self._advance_job(job, self._now_ms)
 
     def _current(self, job: SimJob) -> SimJob:
         """``job`` integrated up to the cluster's now (the clock already read)."""
+        self._release_due_slots(self._now_ms)
         self._advance_job(job, self._now_ms)
         return job
+
+    def _release_due_slots(self, now_ms: int) -> None:
+        """Slots another job lets go change what this one may take: every job is integrated up to each
+        release due by ``now_ms``, in time order, before anything reads past it (releases are rare, so
+        the jobs otherwise still catch up only when read)."""
+        while (due := self._slots.next_release_ms()) is not None and due <= now_ms:
+            for job in self._jobs.values():
+                self._advance_job(job, due)
 
     def _current_jobs(self) -> list[SimJob]:
         """Every job integrated up to the clock: for whatever reads more than one job."""
@@ -132,23 +144,25 @@ class SimCluster:
 
     def _fire_due_events(self, job: SimJob) -> None:
         while True:
-            if (
+            if job.slot_release_ms is not None and job.slot_release_ms <= job.t_ms:
+                self._slots.release_idle(job)
+            elif (
                 job.state == "RESTARTING"
                 and job.restart_end_ms is not None
                 and job.restart_end_ms <= job.t_ms
             ):
-                held = job.slots_used
-                job.finish_restart(job.t_ms, self._slots_for(job))
+                job.finish_restart(job.t_ms, self._slots.for_restart(job))
+                job.slots_held = max(job.slots_held, job.slots_used)
                 self._schedule_restart(job)
-                if job.slots_used < held:
-                    self._offer_freed_slots(job)
+                self._slots.schedule_release(job)
             elif (
                 job.state == "RUNNING"
                 and job.pending_restart_ms is not None
                 and job.pending_restart_ms <= job.t_ms
             ):
-                if job.desired_parallelism(self._slots_for(job)) == job.parallelism:
+                if job.desired_parallelism(self._slots.for_restart(job)) == job.parallelism:
                     job.pending_restart_ms = None  # the slots it was to grow into went to another job
+                    self._slots.schedule_release(job)
                     return
                 job.begin_restart(job.t_ms, round(self.spec.restart_pause_s * 1000))
             else:
@@ -158,29 +172,11 @@ class SimCluster:
         """Adaptive scheduler: a changed requirement waits for the cooldown since the last (re)start."""
         if job.state != "RUNNING":
             return
-        if job.desired_parallelism(self._slots_for(job)) == job.parallelism:
+        if job.desired_parallelism(self._slots.for_restart(job)) == job.parallelism:
             job.pending_restart_ms = None
             return
         cooldown_ms = round(self.spec.cooldown_after_rescaling_s * 1000)
         job.pending_restart_ms = max(job.t_ms, job.running_since_ms + cooldown_ms)
-
-    def _offer_freed_slots(self, freed_by: SimJob) -> None:
-        """Slots came free (a job ended or restarted smaller): like Flink's adaptive scheduler, every job
-        that runs below its request scales up to what now fits, once its cooldown has passed."""
-        used = sum(other.slots_used for other in self._jobs.values())
-        for job in self._jobs.values():
-            if job is freed_by or job.state != "RUNNING" or job.pending_restart_ms is not None:
-                continue
-            desired = job.desired_parallelism(max(1, self.slots_total - used + job.slots_used))
-            if any(desired[name] > job.parallelism[name] for name in job.order):
-                cooldown_ms = round(self.spec.cooldown_after_rescaling_s * 1000)
-                job.pending_restart_ms = max(job.t_ms, freed_by.t_ms, job.running_since_ms + cooldown_ms)
-
-    def _slots_for(self, job: SimJob) -> int:
-        """The slots a (re)starting job may run on: its own and the free ones, as Flink's adaptive
-        scheduler sees them (the other jobs keep theirs, through their restarts too)."""
-        others = sum(other.slots_used for other in self._jobs.values() if other is not job)
-        return max(1, self.slots_total - others)
 
     # ---- jobs ----------------------------------------------------------------------------------
 
@@ -189,8 +185,7 @@ class SimCluster:
         """Start a job now (RUNNING at once); the id depends only on the name and the submission count."""
         now = self._sync_ms()  # the other jobs catch up when read: they do not depend on this one
         job_id = stable_hex_id("job", job.name, str(len(self._jobs)))
-        free = self.slots_total - sum(other.slots_used for other in self._jobs.values())
-        self._jobs[job_id] = SimJob(job, job_id, now, max(1, free))
+        self._jobs[job_id] = SimJob(job, job_id, now, max(1, self._slots.free()))
         return job_id
 
     @_synchronized
@@ -198,7 +193,7 @@ class SimCluster:
         job = self.job(job_id)
         if job.state in ("RUNNING", "RESTARTING"):
             job.cancel(self._now_ms)
-            self._offer_freed_slots(job)
+            self._slots.ended(job)
 
     @_synchronized
     def set_input_rate(self, job_id: str, schedule: RateSchedule) -> None:
@@ -221,7 +216,8 @@ class SimCluster:
 
     @_synchronized
     def slots_used(self) -> int:
-        return min(self.slots_total, sum(job.slots_used for job in self._current_jobs()))
+        """The slots that are not free: every job's slot pool's (``SimJob.slots_taken``)."""
+        return min(self.slots_total, sum(job.slots_taken for job in self._current_jobs()))
 
     # ---- rescaling -----------------------------------------------------------------------------
 
@@ -238,7 +234,10 @@ class SimCluster:
             raise UnknownJobError(job_id)
         job.check_requirements(requirements)
         job.requirements = {vid: requirements[vid] for vid in job.vertex_ids.values()}
+        self.advance_to(self._now_ms)  # what the other jobs' slot pools hold now
+        self._slots.take_free(job)
         self._schedule_restart(job)
+        self._slots.schedule_release(job)
         self._fire_due_events(job)
 
     # ---- read accessors for tests and the demo -------------------------------------------------
@@ -311,9 +310,9 @@ class SimCluster:
         per_tm = [0] * self.spec.taskmanagers
         slot = 0
         for job in self._current_jobs():
-            if job.slots_used == 0:
+            if job.slots_taken == 0:
                 continue
-            for k in range(job.slots_used):
+            for k in range(job.slots_taken):
                 tm = min(slot // self.spec.slots, self.spec.taskmanagers - 1)
                 per_tm[tm] += sum(1 for p in job.parallelism.values() if p > k)
                 slot += 1
@@ -349,7 +348,7 @@ class SimCluster:
         return result
 
     def _jobmanager_metrics(self) -> dict[str, MetricValue]:
-        used = min(self.slots_total, sum(job.slots_used for job in self._jobs.values()))
+        used = min(self.slots_total, sum(job.slots_taken for job in self._jobs.values()))
         return {
             **_JVM_STATUS,
             "Status.JVM.CPU.Load": 0.01,

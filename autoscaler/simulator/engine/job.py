@@ -99,6 +99,10 @@ class SimJob:
         self.requirements: dict[str, tuple[int, int]] = {
             self.vertex_ids[name]: (1, self.vertex_specs[name].parallelism) for name in self.order
         }
+        # The slots the job's slot pool holds: what it runs on, the slots a raised request took before
+        # its restart, and the ones a smaller run left idle until they are released (``SimCluster``).
+        self.slots_held = max(self.parallelism.values())
+        self.slot_release_ms: int | None = None  # when the idle ones go back to the cluster
         self.schedule: RateSchedule = spec.input_rate
         self.backlog = float(spec.initial_backlog)
         self.source_records_read = 0.0  # survives restarts: the source offsets are checkpointed
@@ -148,9 +152,23 @@ class SimJob:
         return seen
 
     @property
+    def ended(self) -> bool:
+        return self.state in ("CANCELED", "FINISHED", "FAILED")
+
+    @property
     def slots_used(self) -> int:
-        """One slot-sharing group: a running job holds as many slots as its widest vertex."""
-        return 0 if self.state in ("CANCELED", "FINISHED", "FAILED") else max(self.parallelism.values())
+        """One slot-sharing group: a running job runs on as many slots as its widest vertex."""
+        return 0 if self.ended else max(self.parallelism.values())
+
+    @property
+    def slots_requested(self) -> int:
+        """The slots its request asks for: the widest upper bound (one slot-sharing group)."""
+        return max(upper for _, upper in self.requirements.values())
+
+    @property
+    def slots_taken(self) -> int:
+        """The slots that are not free because of this job: its slot pool's (none once it ended)."""
+        return 0 if self.ended else max(self.slots_held, self.slots_used)
 
     @property
     def max_parallelism(self) -> int:
@@ -270,10 +288,13 @@ class SimJob:
 
     def next_event_ms(self) -> int | None:
         if self.state == "RESTARTING":
-            return self.restart_end_ms
-        if self.state == "RUNNING":
-            return self.pending_restart_ms
-        return None
+            due = self.restart_end_ms
+        elif self.state == "RUNNING":
+            due = self.pending_restart_ms
+        else:
+            return None
+        events = [t for t in (due, self.slot_release_ms) if t is not None]
+        return min(events) if events else None
 
     def checkpoints(self, now_ms: int) -> CheckpointSummary:
         """Checkpoint k of a run triggers k intervals after it started and completes 150 ms later."""
@@ -325,6 +346,8 @@ class SimJob:
         self._set_state("CANCELED", now_ms)
         self.end_ms = now_ms
         self.pending_restart_ms = self.restart_started_ms = self.restart_end_ms = None
+        self.slot_release_ms = None
+        self.slots_held = 0
 
     def _set_state(self, state: str, now_ms: int) -> None:
         self.state = state

@@ -165,7 +165,7 @@ def taskmanager_details(view: View, params: Params, *_: Any) -> Response:
         metrics = view.store.taskmanagers.get(tm_id, {})
         allocated = []
         for job in view.cluster.jobs():
-            on_tm = [k for k in range(job.slots_used) if view.taskmanager_of(job, k) == i]
+            on_tm = [k for k in range(job.slots_taken) if view.taskmanager_of(job, k) == i]
             if on_tm:
                 allocated.append(
                     {

@@ -74,7 +74,7 @@ class View:
             self._first_slots, slot = {}, 0
             for other in self.cluster.jobs():
                 self._first_slots[other.job_id] = slot
-                slot += other.slots_used
+                slot += other.slots_taken
         return self._first_slots.get(job.job_id, 0)
 
     def taskmanager_of(self, job: SimJob, subtask: int) -> int:
