@@ -21,10 +21,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 
 from autoscaler.calendar import excluded_period_at
-from autoscaler.durations import to_ms
+from autoscaler.durations import to_ms, utc_text
 from autoscaler.model import HEAP_USAGE_RATIO, JobEvaluation, JobRef, VertexEvaluation, VertexId, frozen_map
 from autoscaler.reasons import Reason
 from autoscaler.resources import quota_exceeded
@@ -109,7 +108,7 @@ def decide(
         return no(
             Reason.RESCALE_STUCK,
             f"the last {state.stuck_rescales} rescale(s) were accepted by Flink but never ran (too few "
-            f"free slots?): no new one before {_utc(stuck_retry_ms)} "
+            f"free slots?): no new one before {utc_text(stuck_retry_ms)} "
             f"({(stuck_retry_ms - now_ms) / 1000:.0f} s)",
         )
     if evaluation.not_ready is not None:
@@ -173,7 +172,7 @@ def decide(
         return Decision(
             job,
             Reason.EXCLUDED_PERIOD,
-            f"Scaling execution disabled by config {_EXCLUDED_KEY}: now ({_utc(now_ms)}) is in the "
+            f"Scaling execution disabled by config {_EXCLUDED_KEY}: now ({utc_text(now_ms)}) is in the "
             f"excluded period {period.text!r}",
             changes,
             new_state,
@@ -201,7 +200,7 @@ def decide(
         return Decision(
             job,
             Reason.COOLDOWN_DEFERRED,
-            f"{_describe(changes, evaluation)} deferred by {which} until {_utc(retry)} "
+            f"{_describe(changes, evaluation)} deferred by {which} until {utc_text(retry)} "
             f"({(retry - now_ms) / 1000:.0f} s)",
             changes,
             new_state,
@@ -364,7 +363,7 @@ def _not_ready_text(evaluation: JobEvaluation) -> str:
         return evaluation.not_ready_detail
     if evaluation.load_change_ms is not None:
         return (
-            f"the offered load changed at {_utc(evaluation.load_change_ms)}: the metric window restarts "
+            f"the offered load changed at {utc_text(evaluation.load_change_ms)}: the metric window restarts "
             "there (metrics.load-change.threshold) and must fill again"
         )
     if evaluation.not_ready is Reason.STABILIZING:
@@ -387,7 +386,3 @@ def describe_changes(changes: Mapping[VertexId, VertexChange], names: Mapping[Ve
 
 
 _EXCLUDED_KEY = "job.autoscaler.excluded.periods"
-
-
-def _utc(now_ms: int) -> str:
-    return datetime.fromtimestamp(now_ms // 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -7,9 +7,9 @@ from a Flink ``config.yaml`` mean the same thing here.
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
-__all__ = ["format_duration", "parse_duration", "to_ms"]
+__all__ = ["format_duration", "parse_duration", "to_ms", "utc_text"]
 
 _UNITS: dict[str, float] = {}
 for _names, _seconds in (
@@ -69,3 +69,8 @@ def format_duration(value: timedelta) -> str:
         if ms and ms % size == 0:
             return f"{ms // size} {unit}"
     return f"{ms} ms"
+
+
+def utc_text(ms: int) -> str:
+    """An instant (epoch milliseconds) as the events and details print it: ``2026-01-01T00:00:00Z``."""
+    return datetime.fromtimestamp(ms // 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

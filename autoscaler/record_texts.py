@@ -12,9 +12,9 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping
-from datetime import UTC, datetime
 
 from autoscaler.decide import Decision
+from autoscaler.durations import utc_text
 from autoscaler.evaluate.javamath import java_double_text, java_fixed
 from autoscaler.evaluate.scaler import expected_processing_rate
 from autoscaler.model import VertexEvaluation, VertexId
@@ -89,7 +89,7 @@ def verification_text(record: ScalingRecord, names: Mapping[VertexId, str]) -> s
             parts.append(
                 f"{head}{v.measured:.2f} rec/s at full load, {v.ratio:.0%} of the {v.expected:.2f} expected"
             )
-    when = datetime.fromtimestamp(record.ts_ms // 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    when = utc_text(record.ts_ms)
     if verification.as_expected:
         return (
             f"Rescale of {when} verified over a full metric window: {'; '.join(parts)} "
