@@ -4,46 +4,54 @@ Between the plugins and realize (``autoscaler.act``), because a plugin may chang
 only what is asked of Flink takes slots. The jobs of a cluster claim its free slots one after another,
 so the order is the arbitration between them: ``scaling.slot-priority``, then backlog pressure, then job
 key. What fits and what is trimmed is :mod:`autoscaler.slot_fit`; this module applies
-``scaling.insufficient-slots`` and reports (event, counter, log line, the slot gauges).
+``scaling.insufficient-slots`` and reports (event, counter, log line, the slot gauges). A rescale that
+would fit with the slots this daemon's scale-downs left idle waits for them instead of being capped:
+Flink gives them back about a minute after the restart (:mod:`autoscaler.idle_slots`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import structlog
 
 from autoscaler.act import JobStep
 from autoscaler.decide import VertexChange, describe_changes
+from autoscaler.durations import utc_text
 from autoscaler.events import EventType
+from autoscaler.idle_slots import IdleSlots, idle_slots
 from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.record import TickRecord
 from autoscaler.resources import required_slots
 from autoscaler.settings import InsufficientSlots
-from autoscaler.slot_fit import CAPPED_TEXT, SlotBudget, backlog_seconds, fit_slots
+from autoscaler.slot_fit import CAPPED_TEXT, SlotBudget, SlotFit, backlog_seconds, fit_slots
 
 __all__ = ["claim_slots"]
 
 log = structlog.get_logger(__name__)
 
 
-def claim_slots(steps: Sequence[JobStep], rec: TickRecord) -> list[JobStep]:
+def claim_slots(
+    steps: Sequence[JobStep], rec: TickRecord, idle_timeout_ms: Mapping[str, int] | None = None
+) -> list[JobStep]:
     """Each approved rescale against its cluster's free slots, which the rescales of a cluster claim
     one after another (``autoscaler.slot_fit``); ``scaling.insufficient-slots`` says what one that does
     not fit does. Also reports every sampled job's slots and its cluster's, as gauges.
 
     Jobs claim by ``scaling.slot-priority`` (higher first), then backlog pressure (more first), then
     key; one held back because those before it took the free slots says so. Unknown slots (the
-    cluster's TaskManagers were not listed) hold nothing back.
+    cluster's TaskManagers were not listed) hold nothing back. ``idle_timeout_ms`` is each cluster's
+    ``slot.idle.timeout``: without it, no idle slots are waited for.
     """
+    idle = idle_slots(steps, rec.now_ms, idle_timeout_ms) if idle_timeout_ms is not None else {}
     budgets: dict[str, SlotBudget] = {}
     for step in steps:
         tm, job = step.sample.taskmanagers, step.job
         if job.cluster not in budgets:
-            budgets[job.cluster] = SlotBudget(tm.slots_total, tm.slots_free)
+            budgets[job.cluster] = SlotBudget(tm.slots_total, tm.slots_free, idle=idle.get(job.cluster, []))
             known = tm.slots_total > 0  # unknown (no TaskManager listing): NaN, not the last figure
             rec.metrics.cluster_slots.labels(job.cluster, "total").set(tm.slots_total if known else math.nan)
             rec.metrics.cluster_slots.labels(job.cluster, "free").set(tm.slots_free if known else math.nan)
@@ -68,11 +76,15 @@ def _claim(step: JobStep, rank: tuple[int, float, str], budget: SlotBudget, rec:
         return step
     targets = {vid: c.target for vid, c in decision.changes.items()}
     fit = fit_slots(sample.topology, targets, budget.free, sample.num_source_partitions)
-    mode = sample.target.options.insufficient_slots
     who = f"{job.key} (priority {-rank[0]}, backlog {-rank[1]:.0f} s)"
     if fit.fits:
         budget.claim(fit, who)
         return step
+    mode = sample.target.options.insufficient_slots
+    if mode is not InsufficientSlots.IGNORE and budget.coming:
+        whole = fit_slots(sample.topology, targets, budget.free + budget.coming, sample.num_source_partitions)
+        if whole.fits:
+            return _wait_for_idle(step, fit, budget.promise(whole), rec)
     names = {v.id: v.name for v in sample.topology}
     changes = {
         vid: VertexChange(vid, c.current, fit.targets[vid])
@@ -108,3 +120,23 @@ def _claim(step: JobStep, rank: tuple[int, float, str], budget: SlotBudget, rec:
         return step
     detail = f"{describe_changes(changes, names)}; {text}"
     return replace(step, decision=decision.with_changes(changes, Reason.SCALING, detail))
+
+
+def _wait_for_idle(step: JobStep, fit: SlotFit, idle: Sequence[IdleSlots], rec: TickRecord) -> JobStep:
+    """Hold the whole rescale until the idle slots it needs are back, instead of capping it now."""
+    decision, job = step.decision, step.job
+    assert decision is not None
+    until = max(i.until_ms for i in idle)
+    whose = ", ".join(f"{i.job} ({i.slots})" for i in idle)
+    text = (
+        f"{fit.numbers}: slots that smaller runs left idle come free by {utc_text(until)} ({whose}; "
+        "Flink keeps them for slot.idle.timeout after the restart): waiting for them instead of "
+        "restarting now onto fewer and again later"
+    )
+    options = step.sample.target.options
+    rec.metrics.slot_limited.labels(job.cluster, job.name, "waited", "idle").inc()
+    log.info("rescale_waits_for_idle_slots", cluster=job.cluster, job=job.name, detail=text)
+    rec.job_event(job.key, options, Reason.SCALING_LIMITED, EventType.NORMAL, text, key="slots")
+    rec.save(job.key, decision.state)
+    ended = JobOutcome(job, rec.now_ms, Reason.WAITING_FOR_SLOTS, text, decision, step.chain)
+    return replace(step, outcome=rec.outcome(ended))

@@ -16,8 +16,10 @@ from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkError
 from autoscaler.flink.jobmanager_config import (
     FLINK_DEFAULT_COOLDOWN_MS,
+    FLINK_DEFAULT_SLOT_IDLE_TIMEOUT_MS,
     flink_cooldown_ms,
     flink_fetch_interval_ms,
+    slot_idle_timeout_ms,
 )
 from autoscaler.leases import ClusterLease
 from autoscaler.model import JobRef
@@ -43,6 +45,7 @@ class ClusterSession:
     refs: dict[str, JobRef] = field(default_factory=dict)  # by key: the jobs it found to autoscale then
     job_configs: dict[str, Mapping[str, str]] = field(default_factory=dict)  # by JobID, while it runs
     flink_cooldown_ms: int = FLINK_DEFAULT_COOLDOWN_MS  # the adaptive scheduler's, from /jobmanager/config
+    slot_idle_timeout_ms: int = FLINK_DEFAULT_SLOT_IDLE_TIMEOUT_MS  # slot.idle.timeout, from the same
     # metrics.fetcher.update-interval from /jobmanager/config; None: not read or not set (Flink's default)
     metric_fetch_interval_ms: int | None = None
     fetch_warning: str | None = None  # the warning last logged about it, to log it once (and on change)
@@ -91,3 +94,4 @@ class ClusterSession:
         self.config_read_ms = now_ms
         self.flink_cooldown_ms = flink_cooldown_ms(config)
         self.metric_fetch_interval_ms = flink_fetch_interval_ms(config)
+        self.slot_idle_timeout_ms = slot_idle_timeout_ms(config)

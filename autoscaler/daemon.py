@@ -139,7 +139,7 @@ class Daemon:
                 decided, rec, plugins=self.plugins, clusters=self.clusters, chain_log=self._chain_log
             )
             rec.lap("plugins")
-            fitting = claim_slots(approved, rec)
+            fitting = claim_slots(approved, rec, {c.name: c.slot_idle_timeout_ms for c in self.clusters})
             rec.lap("slots")
             outcomes = await realize_jobs(
                 fitting,

@@ -282,7 +282,8 @@ class MetricsReporter:
             "flink_autoscaler_slot_limited_rescales",
             "Rescales that needed more slots than were free plus the job's own, by what was done "
             "(capped, waited, ignored: scaling.insufficient-slots) and why (short: the cluster lacks "
-            "them; claimed: rescales of other jobs before it this tick took them)",
+            "them; claimed: rescales of other jobs before it this tick took them; idle: a scale-down left "
+            "them idle in its job's slot pool, and the rescale waits for them)",
             (*_JOB_LABELS, "action", "why"),
             registry=r,
         )

@@ -34,6 +34,7 @@ from autoscaler.resources import group_slots, required_slots, slot_groups
 
 __all__ = [
     "CAPPED_TEXT",
+    "IdleSlots",
     "SlotBudget",
     "SlotFit",
     "backlog_seconds",
@@ -46,6 +47,16 @@ __all__ = [
 CAPPED_TEXT = "asking for what fits"  # in a capped rescale's detail (``explain`` finds it there)
 
 
+@dataclass(frozen=True, slots=True)
+class IdleSlots:
+    """Slots a job's smaller run leaves idle in its slot pool, free for others by ``until_ms`` at the
+    latest (``autoscaler.idle_slots``)."""
+
+    job: str  # the job key whose scale-down left them
+    slots: int
+    until_ms: int
+
+
 @dataclass
 class SlotBudget:
     """One cluster's slots in this tick, as its jobs' rescales claim the free ones in turn."""
@@ -54,6 +65,7 @@ class SlotBudget:
     free: int
     claimed: int = 0  # free slots the rescales before took this tick
     claims: list[str] = field(default_factory=list)  # who took them, in order
+    idle: list[IdleSlots] = field(default_factory=list)  # slots coming free, not yet waited for
 
     @property
     def known(self) -> bool:
@@ -66,6 +78,28 @@ class SlotBudget:
             self.free -= taken
             self.claimed += taken
             self.claims.append(f"{who} took {taken}")
+
+    @property
+    def coming(self) -> int:
+        """Slots that smaller runs left idle and that no rescale this tick waits for yet."""
+        return sum(i.slots for i in self.idle)
+
+    def promise(self, fit: SlotFit) -> list[IdleSlots]:
+        """A rescale that fits with the idle slots (``fit``, against the free and the idle ones) waits
+        for them. The free slots it will need stay its own this tick, and so do as many idle ones as it
+        needs beyond them, soonest first. Returns the idle slots it waits for."""
+        wanted = max(0, fit.needed_after - fit.own)
+        from_free = min(self.free, wanted)
+        self.free -= from_free
+        self.claimed += from_free
+        short, waited = wanted - from_free, []
+        for idle in sorted(self.idle, key=lambda i: i.until_ms):
+            if short <= 0:
+                break
+            waited.append(idle)
+            short -= idle.slots
+        self.idle = [i for i in self.idle if i not in waited]
+        return waited
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
-"""What the daemon reads from a cluster's ``/jobmanager/config``: the adaptive scheduler's cooldown and the
-metric fetcher's interval, each with Flink's default when the cluster does not say or says it badly."""
+"""What the daemon reads from a cluster's ``/jobmanager/config``: the adaptive scheduler's cooldown, the
+metric fetcher's interval and how long idle slots stay a job's, each with Flink's default when the
+cluster does not say or says it badly."""
 
 from __future__ import annotations
 
@@ -10,11 +11,19 @@ import structlog
 from autoscaler.collect.freshness import FETCH_INTERVAL_KEY
 from autoscaler.durations import parse_duration, to_ms
 
-__all__ = ["FLINK_DEFAULT_COOLDOWN_MS", "flink_cooldown_ms", "flink_fetch_interval_ms"]
+__all__ = [
+    "FLINK_DEFAULT_COOLDOWN_MS",
+    "FLINK_DEFAULT_SLOT_IDLE_TIMEOUT_MS",
+    "flink_cooldown_ms",
+    "flink_fetch_interval_ms",
+    "slot_idle_timeout_ms",
+]
 
 log = structlog.get_logger(__name__)
 
 FLINK_DEFAULT_COOLDOWN_MS = 30_000
+FLINK_DEFAULT_SLOT_IDLE_TIMEOUT_MS = 50_000
+SLOT_IDLE_TIMEOUT_KEY = "slot.idle.timeout"
 _COOLDOWN_KEYS = (
     "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling",
     "jobmanager.adaptive-scheduler.scaling-interval.min",  # Flink < 2.0 spelling, the deprecated fallback
@@ -51,3 +60,20 @@ def flink_cooldown_ms(jobmanager_config: Mapping[str, str]) -> int:
             except ValueError:
                 log.warning("unparsable_flink_cooldown", key=key, value=jobmanager_config[key])
     return FLINK_DEFAULT_COOLDOWN_MS
+
+
+def slot_idle_timeout_ms(jobmanager_config: Mapping[str, str]) -> int:
+    """``slot.idle.timeout`` from ``/jobmanager/config`` (Flink 1.x: bare milliseconds, 2.x: a duration);
+    Flink's default, 50 s, if unset or unreadable. A job's slot pool keeps slots a smaller run left idle
+    about this long, and some 20-30 s more, before they are free for other jobs (docs/e2e.md, "Slots")."""
+    value = jobmanager_config.get(SLOT_IDLE_TIMEOUT_KEY)
+    if value is None:
+        return FLINK_DEFAULT_SLOT_IDLE_TIMEOUT_MS
+    try:
+        timeout_ms = to_ms(parse_duration(value))
+    except ValueError:
+        timeout_ms = -1
+    if timeout_ms < 0:
+        log.warning("unparsable_slot_idle_timeout", key=SLOT_IDLE_TIMEOUT_KEY, value=value)
+        return FLINK_DEFAULT_SLOT_IDLE_TIMEOUT_MS
+    return timeout_ms
