@@ -34,8 +34,25 @@ __all__ = ["claim_slots"]
 log = structlog.get_logger(__name__)
 
 
+def slot_hungry(steps: Sequence[JobStep]) -> set[str]:
+    """The clusters with a rescale to claim that needs more slots than its job holds: the ones whose
+    free slots are worth reading again right before the claims (``Clusters.free_slots_now``)."""
+    return {
+        step.job.cluster
+        for step in steps
+        if step.outcome is None
+        and step.decision is not None
+        and step.decision.applies
+        and required_slots(step.sample.topology, {vid: c.target for vid, c in step.decision.changes.items()})
+        > required_slots(step.sample.topology)
+    }
+
+
 def claim_slots(
-    steps: Sequence[JobStep], rec: TickRecord, idle_timeout_ms: Mapping[str, int] | None = None
+    steps: Sequence[JobStep],
+    rec: TickRecord,
+    idle_timeout_ms: Mapping[str, int] | None = None,
+    fresh: Mapping[str, tuple[int, int]] | None = None,
 ) -> list[JobStep]:
     """Each approved rescale against its cluster's free slots, which the rescales of a cluster claim
     one after another (``autoscaler.slot_fit``); ``scaling.insufficient-slots`` says what one that does
@@ -44,17 +61,27 @@ def claim_slots(
     Jobs claim by ``scaling.slot-priority`` (higher first), then backlog pressure (more first), then
     key; one held back because those before it took the free slots says so. Unknown slots (the
     cluster's TaskManagers were not listed) hold nothing back. ``idle_timeout_ms`` is each cluster's
-    ``slot.idle.timeout``: without it, no idle slots are waited for.
+    ``slot.idle.timeout``: without it, no idle slots are waited for. ``fresh`` holds the ``(total, free)``
+    slots of the clusters read again just now (``Clusters.free_slots_now``), which replace the tick's.
     """
     idle = idle_slots(steps, rec.now_ms, idle_timeout_ms) if idle_timeout_ms is not None else {}
     budgets: dict[str, SlotBudget] = {}
     for step in steps:
         tm, job = step.sample.taskmanagers, step.job
         if job.cluster not in budgets:
-            budgets[job.cluster] = SlotBudget(tm.slots_total, tm.slots_free, idle=idle.get(job.cluster, []))
-            known = tm.slots_total > 0  # unknown (no TaskManager listing): NaN, not the last figure
-            rec.metrics.cluster_slots.labels(job.cluster, "total").set(tm.slots_total if known else math.nan)
-            rec.metrics.cluster_slots.labels(job.cluster, "free").set(tm.slots_free if known else math.nan)
+            total, free = (fresh or {}).get(job.cluster, (tm.slots_total, tm.slots_free))
+            if (total, free) != (tm.slots_total, tm.slots_free):
+                log.info(
+                    "free_slots_moved",
+                    cluster=job.cluster,
+                    tick=f"{tm.slots_free} of {tm.slots_total}",
+                    now=f"{free} of {total}",
+                    detail="the free slots changed since the tick began: claiming from the new reading",
+                )
+            budgets[job.cluster] = SlotBudget(total, free, idle=idle.get(job.cluster, []))
+            known = total > 0  # unknown (no TaskManager listing): NaN, not the last figure
+            rec.metrics.cluster_slots.labels(job.cluster, "total").set(total if known else math.nan)
+            rec.metrics.cluster_slots.labels(job.cluster, "free").set(free if known else math.nan)
         rec.metrics.job_slots.labels(job.cluster, job.name).set(required_slots(step.sample.topology))
     rescales = [s for s in steps if s.outcome is None and s.decision is not None and s.decision.applies]
     ranked = sorted((_rank(step), step) for step in rescales)

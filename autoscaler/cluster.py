@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import httpx
@@ -44,7 +44,7 @@ from autoscaler.plugins.evaluators import EvaluatorInstances
 from autoscaler.plugins.metrics import metric_providers
 from autoscaler.reasons import Reason
 from autoscaler.record import TickRecord
-from autoscaler.resources import fetch_taskmanager_resources
+from autoscaler.resources import fetch_taskmanager_resources, taskmanager_resources
 from autoscaler.settings import Settings
 from autoscaler.state import StateStore
 
@@ -295,6 +295,33 @@ class Clusters:
             cluster.refs.pop(key, None)
         if not cluster.lease.held():
             self.metrics.jobs.labels(cluster.name).set(0)
+
+    async def free_slots_now(self, names: Iterable[str]) -> dict[str, tuple[int, int]]:
+        """These clusters' ``(total, free)`` slots, read again from ``GET /taskmanagers`` right before the
+        slot stage claims them (:mod:`autoscaler.claim_slots`), for the clusters with a rescale that needs
+        more slots than its job holds.
+
+        The tick's own reading is seconds old by then (a fleet's collection and evaluation), and Flink
+        gives a raised request its slots within a second of the PUT (``docs/e2e.md``, "Slots"): slots that
+        another daemon's shard, a user or Flink itself took meanwhile are seen here instead of asked for
+        twice. A cluster whose listing fails keeps the tick's reading (it is left out).
+        """
+
+        async def one(cluster: ClusterSession) -> tuple[str, tuple[int, int]] | None:
+            try:
+                r = taskmanager_resources(await cluster.client.taskmanagers())
+            except FlinkError as err:
+                log.warning("taskmanagers_reread_failed", cluster=cluster.name, error=str(err))
+                return None
+            return cluster.name, (r.slots_total, r.slots_free)
+
+        wanted = set(names)
+        read = await asyncio.gather(*(one(c) for c in self.sessions if c.name in wanted))
+        return dict(r for r in read if r is not None)
+
+    def slot_idle_timeouts_ms(self) -> dict[str, int]:
+        """Each cluster's ``slot.idle.timeout`` (``/jobmanager/config``), for the slot stage."""
+        return {c.name: c.slot_idle_timeout_ms for c in self.sessions}
 
     def lapsed(self, now_ms: int) -> Callable[[str], bool]:
         """Whether a job's lease (its shard's) is not this daemon's at ``now_ms`` (any more): its state is

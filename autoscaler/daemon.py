@@ -19,7 +19,7 @@ import structlog
 
 from autoscaler.act import ChainLog, decide_jobs, realize_jobs, run_plugins
 from autoscaler.archive import TickArchive
-from autoscaler.claim_slots import claim_slots
+from autoscaler.claim_slots import claim_slots, slot_hungry
 from autoscaler.clock import Clock, SystemClock
 from autoscaler.cluster import Clusters, Collected, Recorded
 from autoscaler.delivery import OutcomeDelivery
@@ -139,7 +139,8 @@ class Daemon:
                 decided, rec, plugins=self.plugins, clusters=self.clusters, chain_log=self._chain_log
             )
             rec.lap("plugins")
-            fitting = claim_slots(approved, rec, {c.name: c.slot_idle_timeout_ms for c in self.clusters})
+            fresh = await self.clusters.free_slots_now(slot_hungry(approved))
+            fitting = claim_slots(approved, rec, self.clusters.slot_idle_timeouts_ms(), fresh)
             rec.lap("slots")
             outcomes = await realize_jobs(
                 fitting,
