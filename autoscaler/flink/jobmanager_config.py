@@ -37,18 +37,23 @@ def flink_fetch_interval_ms(jobmanager_config: Mapping[str, str]) -> int | None:
     2.x may give a duration ("10 s"); both parse here. A value Flink itself would reject (negative) is
     not trusted either.
     """
-    value = jobmanager_config.get(FETCH_INTERVAL_KEY)
+    return _duration_ms(jobmanager_config, FETCH_INTERVAL_KEY, "unparsable_metric_fetch_interval")
+
+
+def _duration_ms(jobmanager_config: Mapping[str, str], key: str, warning: str) -> int | None:
+    """A duration key in milliseconds (either spelling); None if unset, or unreadable or negative (said
+    with ``warning`` in the log)."""
+    value = jobmanager_config.get(key)
     if value is None:
         return None
     try:
-        interval_ms = to_ms(parse_duration(value))
+        duration_ms = to_ms(parse_duration(value))
     except ValueError:
-        log.warning("unparsable_metric_fetch_interval", key=FETCH_INTERVAL_KEY, value=value)
+        duration_ms = -1
+    if duration_ms < 0:
+        log.warning(warning, key=key, value=value)
         return None
-    if interval_ms < 0:
-        log.warning("unparsable_metric_fetch_interval", key=FETCH_INTERVAL_KEY, value=value)
-        return None
-    return interval_ms
+    return duration_ms
 
 
 def flink_cooldown_ms(jobmanager_config: Mapping[str, str]) -> int:
@@ -66,14 +71,5 @@ def slot_idle_timeout_ms(jobmanager_config: Mapping[str, str]) -> int:
     """``slot.idle.timeout`` from ``/jobmanager/config`` (Flink 1.x: bare milliseconds, 2.x: a duration);
     Flink's default, 50 s, if unset or unreadable. A job's slot pool keeps slots a smaller run left idle
     about this long, and some 20-30 s more, before they are free for other jobs (docs/e2e.md, "Slots")."""
-    value = jobmanager_config.get(SLOT_IDLE_TIMEOUT_KEY)
-    if value is None:
-        return FLINK_DEFAULT_SLOT_IDLE_TIMEOUT_MS
-    try:
-        timeout_ms = to_ms(parse_duration(value))
-    except ValueError:
-        timeout_ms = -1
-    if timeout_ms < 0:
-        log.warning("unparsable_slot_idle_timeout", key=SLOT_IDLE_TIMEOUT_KEY, value=value)
-        return FLINK_DEFAULT_SLOT_IDLE_TIMEOUT_MS
-    return timeout_ms
+    timeout_ms = _duration_ms(jobmanager_config, SLOT_IDLE_TIMEOUT_KEY, "unparsable_slot_idle_timeout")
+    return FLINK_DEFAULT_SLOT_IDLE_TIMEOUT_MS if timeout_ms is None else timeout_ms
