@@ -116,6 +116,8 @@ class SimCluster:
         while (due := self._slots.next_release_ms()) is not None and due <= now_ms:
             for job in self._jobs.values():
                 self._advance_job(job, due)
+            for job in self._slots.due(due):  # not fired by its job's own events: it ran no more
+                self._slots.release_idle(job)
 
     def _current_jobs(self) -> list[SimJob]:
         """Every job integrated up to the clock: for whatever reads more than one job."""

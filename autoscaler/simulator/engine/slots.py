@@ -67,6 +67,10 @@ class SlotPools:
         """When the next idle slots go back, if any are to."""
         return min(self._releases.values(), default=None)
 
+    def due(self, at_ms: int) -> list[SimJob]:
+        """The jobs whose idle slots were to go back by ``at_ms`` and have not."""
+        return [self._jobs[job_id] for job_id, release_ms in self._releases.items() if release_ms <= at_ms]
+
     def release_idle(self, job: SimJob) -> None:
         """The job's idle slots go back (its release is due) and are offered to the others."""
         job.slot_release_ms = None
