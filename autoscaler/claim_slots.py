@@ -21,13 +21,12 @@ from autoscaler.act import JobStep
 from autoscaler.decide import VertexChange, describe_changes
 from autoscaler.durations import utc_text
 from autoscaler.events import EventType
-from autoscaler.idle_slots import IdleSlots, idle_slots
 from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.record import TickRecord
 from autoscaler.resources import required_slots
 from autoscaler.settings import InsufficientSlots
-from autoscaler.slot_fit import CAPPED_TEXT, SlotBudget, SlotFit, backlog_seconds, fit_slots
+from autoscaler.slot_fit import CAPPED_TEXT, IdleSlots, SlotBudget, SlotFit, backlog_seconds, fit_slots
 
 __all__ = ["claim_slots"]
 
@@ -51,7 +50,7 @@ def slot_hungry(steps: Sequence[JobStep]) -> set[str]:
 def claim_slots(
     steps: Sequence[JobStep],
     rec: TickRecord,
-    idle_timeout_ms: Mapping[str, int] | None = None,
+    idle: Mapping[str, Sequence[IdleSlots]] | None = None,
     fresh: Mapping[str, tuple[int, int]] | None = None,
 ) -> list[JobStep]:
     """Each approved rescale against its cluster's free slots, which the rescales of a cluster claim
@@ -60,11 +59,11 @@ def claim_slots(
 
     Jobs claim by ``scaling.slot-priority`` (higher first), then backlog pressure (more first), then
     key; one held back because those before it took the free slots says so. Unknown slots (the
-    cluster's TaskManagers were not listed) hold nothing back. ``idle_timeout_ms`` is each cluster's
-    ``slot.idle.timeout``: without it, no idle slots are waited for. ``fresh`` holds the ``(total, free)``
-    slots of the clusters read again just now (``Clusters.free_slots_now``), which replace the tick's.
+    cluster's TaskManagers were not listed) hold nothing back. ``idle`` holds, by cluster, the slots
+    scale-downs left idle that a rescale may wait for (``IdleSlotBook.for_claims``); without it none
+    are. ``fresh`` holds the ``(total, free)`` slots of the clusters read again just now
+    (``Clusters.free_slots_now``), which replace the tick's.
     """
-    idle = idle_slots(steps, rec.now_ms, idle_timeout_ms) if idle_timeout_ms is not None else {}
     budgets: dict[str, SlotBudget] = {}
     for step in steps:
         tm, job = step.sample.taskmanagers, step.job
@@ -78,7 +77,7 @@ def claim_slots(
                     now=f"{free} of {total}",
                     detail="the free slots changed since the tick began: claiming from the new reading",
                 )
-            budgets[job.cluster] = SlotBudget(total, free, idle=idle.get(job.cluster, []))
+            budgets[job.cluster] = SlotBudget(total, free, idle=list((idle or {}).get(job.cluster, ())))
             known = total > 0  # unknown (no TaskManager listing): NaN, not the last figure
             rec.metrics.cluster_slots.labels(job.cluster, "total").set(total if known else math.nan)
             rec.metrics.cluster_slots.labels(job.cluster, "free").set(free if known else math.nan)
@@ -108,7 +107,7 @@ def _claim(step: JobStep, rank: tuple[int, float, str], budget: SlotBudget, rec:
         budget.claim(fit, who)
         return step
     mode = sample.target.options.insufficient_slots
-    if mode is not InsufficientSlots.IGNORE and budget.coming:
+    if mode is not InsufficientSlots.IGNORE and sample.target.options.wait_for_idle_slots and budget.coming:
         whole = fit_slots(sample.topology, targets, budget.free + budget.coming, sample.num_source_partitions)
         if whole.fits:
             return _wait_for_idle(step, fit, budget.promise(whole), rec)

@@ -26,6 +26,7 @@ from autoscaler.delivery import OutcomeDelivery
 from autoscaler.durations import to_ms
 from autoscaler.evaluate.stage import Evaluated, Evaluator, evaluate
 from autoscaler.events import EventLog, EventSink
+from autoscaler.idle_slots import IdleSlotBook
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobSample
 from autoscaler.offload import offload
@@ -87,6 +88,7 @@ class Daemon:
             recorded=recorded,  # a backtest's samples in place of Flink's (autoscaler/backtest)
         )
         self._chain_log = ChainLog()
+        self._idle_slots = IdleSlotBook()  # the slots this daemon's scale-downs left idle, for a minute
         self._tick_lock = asyncio.Lock()
         self._evaluation_failed = False  # the last evaluation failed: check the evaluator before acting
 
@@ -140,7 +142,9 @@ class Daemon:
             )
             rec.lap("plugins")
             fresh = await self.clusters.free_slots_now(slot_hungry(approved))
-            fitting = claim_slots(approved, rec, self.clusters.slot_idle_timeouts_ms(), fresh)
+            idle_timeouts = self.clusters.slot_idle_timeouts_ms()
+            idle = self._idle_slots.for_claims(approved, rec.now_ms, idle_timeouts)
+            fitting = claim_slots(approved, rec, idle, fresh)
             rec.lap("slots")
             outcomes = await realize_jobs(
                 fitting,
@@ -149,6 +153,7 @@ class Daemon:
                 now_ms=self.clock.now_ms,
                 interval=self.settings.control_loop_interval,
             )
+            self._idle_slots.note(outcomes, idle_timeouts)
             rec.lap("realize")
             report = await self._record(rec, collected, loaded, outcomes, only_job)
         if drain:

@@ -8,9 +8,10 @@ is free, and again once it could have had the rest: two restarts where waiting a
 So :mod:`autoscaler.claim_slots` counts these slots as coming, and a rescale that fits with them waits
 for them instead of being capped.
 
-What counts: the scale-downs this tick decided (their restart is about to happen) and the last rescale
-in each job's history if it shrank the job and its slots may still be idle. Only this daemon's jobs:
-another daemon's scale-downs are not known here, and their slots come free unannounced, as before.
+What counts: the scale-downs this tick is about to ask for (:func:`scale_downs`), and the ones this daemon
+asked for in the last minute or so (:class:`IdleSlotBook`, kept in memory across ticks: a job that is
+restarting is not sampled, so its state is not at hand). Another daemon's scale-downs are not known
+here, and their slots come free unannounced, as before; so do a restarted daemon's for that minute.
 """
 
 from __future__ import annotations
@@ -18,43 +19,76 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from autoscaler.act import JobStep
+from autoscaler.decide import Decision
+from autoscaler.outcome import JobOutcome
+from autoscaler.reasons import Reason
 from autoscaler.resources import required_slots
 from autoscaler.slot_fit import IdleSlots
 
-__all__ = ["RELEASE_MARGIN_MS", "IdleSlots", "idle_slots"]
+__all__ = ["RELEASE_MARGIN_MS", "IdleSlotBook", "IdleSlots", "scale_downs"]
 
 RELEASE_MARGIN_MS = 40_000
-"""From a scale-down's restart (or its PUT, before it is confirmed) to the slots being free is
-``slot.idle.timeout`` plus this: 19-28 s more were measured, and the restart itself takes seconds.
-Longer than needed costs only a rescale that waits for slots already back (it then fits and goes)."""
+"""From a scale-down's PUT to its slots being free is ``slot.idle.timeout`` plus this: the restart
+(seconds) and 19-28 s more were measured. Longer than needed costs only a rescale that waits for slots
+already back, which then fits and goes; shorter would cap one whose slots were a moment away."""
 
 
-def idle_slots(
+def scale_downs(
     steps: Iterable[JobStep], now_ms: int, idle_timeout_ms: Mapping[str, int]
 ) -> dict[str, list[IdleSlots]]:
-    """By cluster: the slots the jobs' scale-downs (this tick's and recent ones) leave idle for a while.
+    """By cluster: the slots this tick's rescales about to be asked for leave idle after their restart.
 
     ``idle_timeout_ms`` is each cluster's ``slot.idle.timeout`` (``/jobmanager/config``)."""
     out: dict[str, list[IdleSlots]] = {}
     for step in steps:
-        decision = step.decision
-        if decision is None:
-            continue
-        topology, cluster = step.sample.topology, step.job.cluster
-        release_ms = idle_timeout_ms.get(cluster, 0) + RELEASE_MARGIN_MS
-        if step.outcome is None and decision.applies:  # this tick's rescale, about to be asked for
-            freed = required_slots(topology) - required_slots(
-                topology, {vid: c.target for vid, c in decision.changes.items()}
-            )
-            since_ms = now_ms
-        elif decision.state.history:
-            last = decision.state.history[-1]
-            before = required_slots(topology, {vid: old for vid, (old, _) in last.changes.items()})
-            after = required_slots(topology, {vid: new for vid, (_, new) in last.changes.items()})
-            freed = before - after
-            since_ms = last.confirmed_ms if last.confirmed_ms is not None else last.ts_ms
-        else:
-            continue
-        if freed > 0 and now_ms < since_ms + release_ms:
-            out.setdefault(cluster, []).append(IdleSlots(step.job.key, freed, since_ms + release_ms))
+        if step.outcome is None and step.decision is not None and step.decision.applies:
+            idle = _left_idle(step.decision, now_ms, idle_timeout_ms)
+            if idle is not None:
+                out.setdefault(step.job.cluster, []).append(idle)
     return out
+
+
+def _left_idle(decision: Decision, now_ms: int, idle_timeout_ms: Mapping[str, int]) -> IdleSlots | None:
+    """The slots a rescale asked for at ``now_ms`` leaves idle, if it shrinks the job."""
+    if decision.evaluation is None:
+        return None
+    topology = decision.evaluation.sample.topology
+    targets = {vid: c.target for vid, c in decision.changes.items()}
+    freed = required_slots(topology) - required_slots(topology, targets)
+    if freed <= 0:
+        return None
+    until = now_ms + idle_timeout_ms.get(decision.job.cluster, 0) + RELEASE_MARGIN_MS
+    return IdleSlots(decision.job.key, freed, until)
+
+
+class IdleSlotBook:
+    """The slots the scale-downs this daemon asked for left idle, until they are free again."""
+
+    def __init__(self) -> None:
+        self._idle: dict[str, tuple[str, IdleSlots]] = {}  # job key -> (cluster, its latest)
+
+    def note(self, outcomes: Iterable[JobOutcome], idle_timeout_ms: Mapping[str, int]) -> None:
+        """Remember the scale-downs of this tick that Flink was asked for."""
+        for o in outcomes:
+            if o.outcome is Reason.SCALING and o.realized is not None and o.decision is not None:
+                idle = _left_idle(o.decision, o.now_ms, idle_timeout_ms)
+                if idle is not None:
+                    self._idle[o.job.key] = (o.job.cluster, idle)
+
+    def current(self, now_ms: int) -> dict[str, list[IdleSlots]]:
+        """By cluster, the idle slots not yet due back by ``now_ms`` (the others are forgotten)."""
+        self._idle = {key: (c, i) for key, (c, i) in self._idle.items() if now_ms < i.until_ms}
+        out: dict[str, list[IdleSlots]] = {}
+        for cluster, idle in self._idle.values():
+            out.setdefault(cluster, []).append(idle)
+        return out
+
+    def for_claims(
+        self, steps: Iterable[JobStep], now_ms: int, idle_timeout_ms: Mapping[str, int]
+    ) -> dict[str, list[IdleSlots]]:
+        """What the slot stage may wait for: the idle slots of earlier ticks' scale-downs and of this
+        tick's (:func:`scale_downs`), by cluster."""
+        out = self.current(now_ms)
+        for cluster, idle in scale_downs(steps, now_ms, idle_timeout_ms).items():
+            out.setdefault(cluster, []).extend(idle)
+        return out

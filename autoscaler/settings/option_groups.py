@@ -447,6 +447,16 @@ class OwnOptions(BaseModel):
         "runs what fits and restarts the job again as slots come). Each says so in a ScalingLimited "
         "event. Unknown slots (no TaskManager listing) never hold a rescale back.",
     )
+    wait_for_idle_slots: bool = Field(
+        True,
+        validation_alias=_k("scaling.insufficient-slots.wait-for-idle"),
+        json_schema_extra=OURS,
+        description="A rescale that does not fit the free slots but would with the slots this daemon's "
+        "scale-downs left idle (Flink keeps them slot.idle.timeout, about a minute, after the restart) "
+        "waits for them and is then asked for whole, instead of being capped (CAP) now and rescaled "
+        "again later: one restart instead of two, for a backlog that grows meanwhile at the job's "
+        "current capacity. Not with IGNORE.",
+    )
     slot_priority: int = Field(
         0,
         validation_alias=_k("scaling.slot-priority"),

@@ -71,6 +71,8 @@ REFERENCE: Final = MappingProxyType(
         f"{_P}scaling.busy-time-only.enabled": "false",
         # A rescale is asked for whole, whatever slots are free (Flink runs what fits):
         f"{_P}scaling.insufficient-slots": "IGNORE",
+        # Nothing waits for the slots a scale-down left idle (there is no slot check to wait in):
+        f"{_P}scaling.insufficient-slots.wait-for-idle": "false",
         # No job's rescale goes before another's (there is no slot check to order):
         f"{_P}scaling.slot-priority": "0",
         # No look for slow subtasks (a diagnosis: no decision reads it, only the hot-key-guard plugin):
@@ -92,6 +94,9 @@ RECOMMENDED: Final = MappingProxyType(
         # A rescale asks for what fits the free slots: more would be a second restart, at Flink's
         # moment, when slots come (our default).
         f"{_P}scaling.insufficient-slots": "CAP",
+        # ... except that one that fits with the slots a scale-down left idle waits the minute for them
+        # and restarts once (our default).
+        f"{_P}scaling.insufficient-slots.wait-for-idle": "true",
         # Slow subtasks are looked for (our default): a hot key is named before a scale-up for it.
         f"{_P}slow-subtasks.enabled": "true",
         # Decide on the new load only: a window half full of the old one under-estimates a step up

@@ -6,41 +6,55 @@ from __future__ import annotations
 from autoscaler.act import JobStep
 from autoscaler.decide import Decision, VertexChange
 from autoscaler.flink.jobmanager_config import slot_idle_timeout_ms
-from autoscaler.idle_slots import RELEASE_MARGIN_MS, idle_slots
+from autoscaler.idle_slots import RELEASE_MARGIN_MS, IdleSlotBook, scale_downs
 from autoscaler.model import JobRef
+from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.slot_fit import IdleSlots, SlotBudget, fit_slots
-from autoscaler.state import JobState, ScalingRecord
-from autoscaler.testing import make_sample, make_topology
+from autoscaler.state import JobState
+from autoscaler.testing import make_evaluation, make_topology, vertex_eval
 
 NOW = 1_000_000
 TIMEOUT = {"c": 50_000}
+UNTIL = NOW + 50_000 + RELEASE_MARGIN_MS
 
 
-def step(name: str, work: int, *, to: int | None = None, history: tuple[ScalingRecord, ...] = ()) -> JobStep:
+def decision(name: str, work: int, to: int | None = None) -> Decision:
     """A job of cluster ``c`` running Work at ``work``; ``to``: this tick's rescale of it."""
     job = JobRef("c", name.ljust(32, "0"), name)
-    sample = make_sample(make_topology({"src": 1, "w": work}), job=job)
+    evaluation = make_evaluation([vertex_eval("w", work, to)], job=job)
     changes = {} if to is None else {"w": VertexChange("w", work, to)}
     outcome = Reason.SCALING if to is not None else Reason.IN_BAND
-    return JobStep(sample, Decision(job, outcome, "", changes, JobState(history=history)))
+    return Decision(job, outcome, "", changes, JobState(), evaluation)
 
 
-def test_this_ticks_scale_down_leaves_its_slots_idle_until_the_timeout_and_the_margin() -> None:
-    idle = idle_slots([step("down", 5, to=2), step("up", 1, to=4), step("steady", 3)], NOW, TIMEOUT)
-    assert idle == {"c": [IdleSlots("c/down", 3, NOW + 50_000 + RELEASE_MARGIN_MS)]}
+def step(name: str, work: int, to: int | None = None) -> JobStep:
+    d = decision(name, work, to)
+    assert d.evaluation is not None
+    return JobStep(d.evaluation.sample, d)
 
 
-def test_a_confirmed_scale_down_counts_until_its_slots_are_back_and_not_after() -> None:
-    confirmed = ScalingRecord(ts_ms=NOW - 20_000, changes={"w": (6, 2)}, confirmed_ms=NOW - 10_000)
-    until = NOW - 10_000 + 50_000 + RELEASE_MARGIN_MS
-    assert idle_slots([step("shrunk", 2, history=(confirmed,))], NOW, TIMEOUT) == {
-        "c": [IdleSlots("c/shrunk", 4, until)]
-    }
-    assert idle_slots([step("shrunk", 2, history=(confirmed,))], until, TIMEOUT) == {}
-    grown = ScalingRecord(ts_ms=NOW - 20_000, changes={"w": (2, 6)}, confirmed_ms=NOW - 10_000)
-    assert idle_slots([step("grown", 6, history=(grown,))], NOW, TIMEOUT) == {}
-    assert idle_slots([JobStep(step("none", 2).sample)], NOW, TIMEOUT) == {}  # not decided: unknown
+def test_this_ticks_scale_downs_leave_their_slots_idle_until_the_timeout_and_the_margin() -> None:
+    idle = scale_downs([step("down", 5, 2), step("up", 1, 4), step("steady", 3)], NOW, TIMEOUT)
+    assert idle == {"c": [IdleSlots("c/down", 3, UNTIL)]}
+
+
+def test_the_book_keeps_the_asked_for_scale_downs_until_their_slots_are_back() -> None:
+    book = IdleSlotBook()
+    down, up = decision("down", 6, 2), decision("up", 1, 3)
+    realized = object()  # any RealizeResult: only whether Flink was asked matters
+    book.note(
+        [
+            JobOutcome(down.job, NOW, Reason.SCALING, "", down, realized=realized),  # type: ignore[arg-type]
+            JobOutcome(up.job, NOW, Reason.SCALING, "", up, realized=realized),  # type: ignore[arg-type]
+            JobOutcome(down.job, NOW, Reason.WAITING_FOR_SLOTS, "", down),
+        ],
+        TIMEOUT,
+    )
+    assert book.current(NOW + 10_000) == {"c": [IdleSlots("c/down", 4, UNTIL)]}
+    later = book.for_claims([step("other", 4, 1)], NOW + 10_000, TIMEOUT)
+    assert later == {"c": [IdleSlots("c/down", 4, UNTIL), IdleSlots("c/other", 3, UNTIL + 10_000)]}
+    assert book.current(UNTIL) == {}
 
 
 def test_a_rescale_that_waits_for_idle_slots_keeps_the_free_ones_and_takes_the_soonest_idle_ones() -> None:

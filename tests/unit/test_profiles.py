@@ -14,6 +14,7 @@ def test_reference_is_the_reference_defaults_with_our_additions_turned_off() -> 
         load_change_threshold=0.0,
         scale_down_keep_last_peak=False,
         insufficient_slots="IGNORE",
+        wait_for_idle_slots=False,
         slow_subtasks_enabled=False,
         observed_tpr_settle_time=timedelta(0),
     )

@@ -172,6 +172,7 @@ def test_only_our_own_keys_are_outside_the_reference_table():
         "scale-down.keep-last-peak.enabled",
         "scaling.busy-time-only.enabled",
         "scaling.insufficient-slots",
+        "scaling.insufficient-slots.wait-for-idle",
         "scaling.slot-priority",
         "scaling-interval.min",
         "scaling-interval.max",
