@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import structlog
 
-from autoscaler.safe_text import escape_controls, for_terminal, redact
+from autoscaler.safe_text import escape_controls, for_terminal, is_headers, redact, redact_headers
 
 __all__ = ["SafeFormatter", "configure_logging", "console_processors", "escape_for_console", "redact_secrets"]
 
@@ -26,10 +26,15 @@ _RAW_KEYS = ("event", "timestamp", "level", "logger", "logger_name")
 _BLOCK_KEYS = ("exception", "stack")  # multi-line by nature: their line breaks stay
 
 
+_PLAIN = frozenset({bool, int, float})
+
+
 def redact_secrets(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
     """structlog processor: hide every secret in every value of the line (``safe_text.redact``)."""
     for key, value in event_dict.items():
-        hidden = redact({key: value})[key]
+        if value is None or type(value) in _PLAIN:  # most values: nothing to look into
+            continue
+        hidden = redact_headers(value) if is_headers(key, value) else redact(value)
         if hidden is not value:
             event_dict[key] = hidden
     return event_dict

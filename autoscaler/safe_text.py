@@ -31,6 +31,7 @@ __all__ = [
     "clip",
     "escape_controls",
     "for_terminal",
+    "is_headers",
     "redact",
     "redact_headers",
     "redact_text",
@@ -47,32 +48,35 @@ they stand as a URL's password, a query value or a header value."""
 
 _remembered: set[str] = set()
 _remembered_lock = threading.Lock()
-_remembered_pattern: re.Pattern[str] | None = None
+_remembered_order: tuple[str, ...] = ()  # longest first, so a secret that holds another goes whole
 
 
 def remember_secrets(values: Iterable[object]) -> None:
     """Hide these values wherever they appear in free text from now on (process-wide: logs are too)."""
-    global _remembered_pattern
+    global _remembered_order
     new = {v for v in values if isinstance(v, str) and len(v.strip()) >= MIN_REMEMBERED}
     with _remembered_lock:
         if new <= _remembered:
             return
         _remembered.update(new)
-        # Longest first, so a secret that holds another one is replaced whole.
-        ordered = sorted(_remembered, key=len, reverse=True)
-        _remembered_pattern = re.compile("|".join(re.escape(s) for s in ordered))
+        _remembered_order = tuple(sorted(_remembered, key=len, reverse=True))
+
+
+_ROUGH_USERINFO = re.compile(r"^([^:/?#]*://)[^/?#]*@")
+_ROUGH_QUERY = re.compile(r"\?.*$", re.DOTALL)
 
 
 def redact_url(url: str) -> str:
     """``url`` with its password and every query value replaced by ``***``.
 
-    A URL that does not parse comes back as it is; one with nothing to hide comes back unchanged.
+    One with nothing to hide comes back unchanged; one that does not parse (``http://u:pw@[bad``) loses
+    its whole user info and query, as where they end cannot be told.
     """
     try:
         parts = urlsplit(url)
         password = parts.password
     except ValueError:
-        return url
+        return _ROUGH_QUERY.sub(f"?{REDACTED}", _ROUGH_USERINFO.sub(rf"\1{REDACTED}@", url))
     if password is not None:
         host = parts.netloc.rpartition("@")[2]
         parts = parts._replace(netloc=f"{parts.username or ''}:{REDACTED}@{host}")
@@ -87,36 +91,63 @@ def redact_headers(headers: Mapping[Any, Any]) -> dict[str, str]:
     return {str(name): REDACTED for name in headers}
 
 
-# Up to a space, quote, parenthesis, brace or backslash: a URL in parentheses or a repr ends where they
-# do (square brackets stay: an IPv6 host is written in them).
-_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s'\"<>`\\(){}]+")
+# Up to a space, control, quote, parenthesis, brace or backslash: a URL in parentheses or a repr ends
+# where they do (square brackets stay: an IPv6 host is written in them).
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s\x00-\x1f\x7f'\"<>`\\(){}]+")
 # "Bearer <anything>"; "Basic <base64>" unless the word after it is a plain word, so prose such as "a
 # Basic Authorization header" stays readable while "Basic dXNlcjpwYXNz" does not.
 _BEARER = re.compile(r"\b(Bearer\s+)[^\s'\",;)}\]]+")
 _BASE64_SCHEME = re.compile(r"\b((?:Basic|Negotiate|NTLM)\s+)([A-Za-z0-9+/]{6,}={0,2})")
 _PLAIN_WORD = re.compile(r"[A-Z]?[a-z]+")
-_SECRET_WORD = r"(?:password|passwd|pwd|secret|token|api[-_]?key|apikey|access[-_]?key|credential|signature)"
-# password=..., ?token=... and the like in running text.
-_PAIR = re.compile(rf"(?i)\b([\w.\-]*{_SECRET_WORD}s?[\w.\-]*=)([^\s\"'&,;)}}\]]+)")
-# "token": "...", 'Authorization': '...' (a mapping's repr or JSON): both sides quoted, so unambiguous.
-_QUOTED_PAIR = re.compile(
-    rf"(?i)([\"'][\w.\-]*(?:{_SECRET_WORD}|authorization|cookie)[\w.\-]*[\"']\s*:\s*)([\"'])(.*?)\2"
+_SECRET_WORD = re.compile(
+    r"(?i)password|passwd|pwd|secret|token|api[-_]?key|apikey|access[-_]?key|credential|signature"
+    r"|authorization|cookie"
 )
+# key=value in running text (password=..., a query's token=...); the key is judged by _SECRET_WORD.
+_PAIR = re.compile(r"\b([\w.\-]+=)([^\s\"'&,;)}\]]+)")
+# "token": "...", 'Authorization': '...' (a mapping's repr or JSON): both sides quoted, so unambiguous.
+_QUOTED_PAIR = re.compile(r"([\"'])([\w.\-]+)\1(\s*:\s*)([\"'])(.*?)\4")
 
 
 def _base64_credential(match: re.Match[str]) -> str:
     return match.group(0) if _PLAIN_WORD.fullmatch(match.group(2)) else match.group(1) + REDACTED
 
 
+def _pair(match: re.Match[str]) -> str:
+    return match.group(1) + REDACTED if _SECRET_WORD.search(match.group(1)) else match.group(0)
+
+
+def _quoted_pair(match: re.Match[str]) -> str:
+    quote, key, colon, value_quote = match.group(1, 2, 3, 4)
+    if not _SECRET_WORD.search(key):
+        return match.group(0)
+    return f"{quote}{key}{quote}{colon}{value_quote}{REDACTED}{value_quote}"
+
+
 def redact_text(text: str) -> str:
-    """``text`` with the secrets it may embed hidden: URLs, credentials, secret pairs, known secrets."""
-    if _remembered_pattern is not None:
-        text = _remembered_pattern.sub(REDACTED, text)
-    text = _URL.sub(lambda m: redact_url(m.group(0)), text)
-    text = _QUOTED_PAIR.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}{m.group(2)}", text)
-    text = _PAIR.sub(lambda m: m.group(1) + REDACTED, text)
-    text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
-    return _BASE64_SCHEME.sub(_base64_credential, text)
+    """``text`` with the secrets it may embed hidden: URLs, credentials, secret pairs, known secrets.
+
+    Each pattern runs only when a cheap test says it could match: every log line's every value comes
+    through here.
+    """
+    for secret in _remembered_order:  # a substring test is far cheaper than a regex of them all
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    if "://" in text:
+        text = _URL.sub(lambda m: redact_url(m.group(0)), text)
+    if ":" in text and ("'" in text or '"' in text):
+        text = _QUOTED_PAIR.sub(_quoted_pair, text)
+    if "=" in text:
+        text = _PAIR.sub(_pair, text)
+    if "Bearer" in text:
+        text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+    if "Basic" in text or "Negotiate" in text or "NTLM" in text:
+        text = _BASE64_SCHEME.sub(_base64_credential, text)
+    return text
+
+
+_SCALARS = (bool, int, float)
+_SEQUENCES = (list, tuple, set, frozenset)
 
 
 def redact(value: Any) -> Any:
@@ -125,25 +156,28 @@ def redact(value: Any) -> Any:
     A mapping under a key naming headers has every value hidden. A value is returned as the very same
     object when it holds nothing to hide, so types (enums, numbers) and identity survive.
     """
+    # Type checks with tuples, the commonest first: this runs for every value of every log line, and
+    # an isinstance against a union or an ABC costs several times as much.
+    if value is None or isinstance(value, _SCALARS):
+        return value
     if isinstance(value, str):
         hidden = redact_text(value)
         return value if hidden == value else hidden
-    if isinstance(value, Mapping):
-        out = {k: redact_headers(v) if _is_headers(k, v) else redact(v) for k, v in value.items()}
+    if isinstance(value, (dict, Mapping)):
+        out = {k: redact_headers(v) if is_headers(k, v) else redact(v) for k, v in value.items()}
         return value if all(out[k] is v for k, v in value.items()) else out
-    if isinstance(value, list | tuple | set | frozenset):
+    if isinstance(value, _SEQUENCES):
         items = [redact(v) for v in value]
         if all(a is b for a, b in zip(items, value, strict=True)):
             return value
         return items if isinstance(value, list) else tuple(items)
-    if value is None or isinstance(value, bool | int | float):
-        return value
     shown = repr(value)  # what a renderer would print for it
     hidden = redact_text(shown)
     return value if hidden == shown else hidden
 
 
-def _is_headers(key: object, value: object) -> bool:
+def is_headers(key: object, value: object) -> bool:
+    """A mapping under a key naming headers (``headers``, ``extra_headers``): its values are secrets."""
     return isinstance(key, str) and key.lower().endswith("headers") and isinstance(value, Mapping)
 
 
