@@ -74,7 +74,11 @@ class ClusterSettings(BaseModel):
         "(http://user:password@host) become a Basic Authorization header and are never shown; with an "
         "Authorization header in headers too, the configuration is rejected."
     )
-    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers (e.g. auth).")
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        repr=False,  # credentials: a logged or printed ClusterSettings never shows them
+        description="Extra HTTP headers (e.g. auth).",
+    )
     verify_tls: bool = Field(True, description="Verify the cluster's TLS certificate.")
     ca_file: Path | None = Field(None, description="CA bundle that signs the cluster's certificate.")
     client_cert: Path | None = Field(None, description="Client certificate for mutual TLS.")
