@@ -22,7 +22,8 @@ import structlog
 from autoscaler import __version__
 from autoscaler.backtest.command import add_backtest_command
 from autoscaler.gc_tuning import tune_gc
-from autoscaler.logs import configure_logging
+from autoscaler.logs import configure_logging, console_processors
+from autoscaler.safe_text import for_terminal, redact_url
 from autoscaler.settings import ConfigError, Settings
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except ConfigError as exc:
-        print(f"flink-autoscaler: {exc}", file=sys.stderr)
+        print(for_terminal(f"flink-autoscaler: {exc}", keep_lines=True), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -274,7 +275,7 @@ def _reader(args: argparse.Namespace) -> Iterator[DecisionReader]:
     with _warnings_only():
         reader, notes, close = open_reader(settings.state_url, decisions_dir, settings.decision_history)
         for note in notes:
-            print(f"note: {note}", file=sys.stderr)
+            print(for_terminal(f"note: {note}"), file=sys.stderr)
         try:
             yield reader
         finally:
@@ -289,7 +290,7 @@ def _warnings_only() -> Iterator[None]:
     """
     saved = structlog.get_config()
     structlog.configure(
-        processors=[structlog.processors.add_log_level, structlog.dev.ConsoleRenderer(colors=False)],
+        processors=[structlog.processors.add_log_level, *console_processors()],
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
     )
@@ -322,7 +323,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     if record is None:
         known = ", ".join(sorted(records)) or "none"
         print(
-            f"flink-autoscaler: no decision recorded for {args.job!r} (known jobs: {known})", file=sys.stderr
+            for_terminal(f"flink-autoscaler: no decision recorded for {args.job!r} (known jobs: {known})"),
+            file=sys.stderr,
         )
         return 1
     earlier = [r for r in history if r.ts_ms < record.first_ms][-(args.last - 1) :] if args.last > 1 else []
@@ -383,15 +385,18 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
+    """Every line printed through ``for_terminal``: the URL without its secrets, names and values with
+    their controls escaped (a header's value is never printed)."""
     settings = Settings.load(args.config)
-    print(f"{args.config}: OK ({len(settings.clusters)} cluster(s))")
+    print(for_terminal(f"{args.config}: OK ({len(settings.clusters)} cluster(s))"))
     for warning in settings.option_warnings():
-        print(f"warning: {warning}", file=sys.stderr)
+        print(for_terminal(f"warning: {warning}"), file=sys.stderr)
     for cluster in settings.clusters:
         options = settings.options_for(cluster)
-        print(f"\ncluster {cluster.name} ({cluster.rest_url}):")
+        print()
+        print(for_terminal(f"cluster {cluster.name} ({redact_url(cluster.rest_url)}):"))
         for key, value in options.to_flink_conf().items():
-            print(f"  {key}: {value}")
+            print(for_terminal(f"  {key}: {value}"))
     return 0
 
 

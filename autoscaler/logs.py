@@ -1,20 +1,72 @@
-"""structlog configuration: JSON for machines, console for people; per-job context via contextvars."""
+"""structlog configuration: JSON for machines, console for people; per-job context via contextvars.
+
+Every log line, whatever its format, goes through :func:`redact_secrets` (``autoscaler.safe_text``): a
+URL, a header mapping or an error text that quotes a credential is logged with it hidden. The console
+format also escapes control characters (:func:`escape_for_console`), since a job name from Flink may hold
+a newline or an ESC sequence; JSON needs no such step, as JSON escapes them itself (``\\n``, ``\\u001b``,
+and with ``ensure_ascii`` every non-ASCII character such as U+202E). The stdlib loggers of Spark's py4j
+and APScheduler print through :class:`SafeFormatter`, the same path.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal
+from typing import Any, Literal
 
 import structlog
 
-__all__ = ["configure_logging"]
+from autoscaler.safe_text import escape_controls, for_terminal, is_headers, redact, redact_headers
+
+__all__ = ["SafeFormatter", "configure_logging", "console_processors", "escape_for_console", "redact_secrets"]
+
+# What structlog's ConsoleRenderer prints as it is; it prints every other value as its repr(), which
+# escapes controls in strings already.
+_RAW_KEYS = ("event", "timestamp", "level", "logger", "logger_name")
+_BLOCK_KEYS = ("exception", "stack")  # multi-line by nature: their line breaks stay
+
+
+_PLAIN = frozenset({bool, int, float})
+
+
+def redact_secrets(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    """structlog processor: hide every secret in every value of the line (``safe_text.redact``)."""
+    for key, value in event_dict.items():
+        if value is None or type(value) in _PLAIN:  # most values: nothing to look into
+            continue
+        hidden = redact_headers(value) if is_headers(key, value) else redact(value)
+        if hidden is not value:
+            event_dict[key] = hidden
+    return event_dict
+
+
+def escape_for_console(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    """structlog processor for the console renderer: the values it prints raw get their controls escaped."""
+    for key in _RAW_KEYS:
+        if isinstance(event_dict.get(key), str):
+            event_dict[key] = escape_controls(event_dict[key])
+    for key in _BLOCK_KEYS:
+        if isinstance(event_dict.get(key), str):
+            event_dict[key] = escape_controls(event_dict[key], keep_lines=True)
+    return event_dict
+
+
+def console_processors() -> list[structlog.types.Processor]:
+    """The last steps of a console log line: redact, escape, render (also the CLI's warnings-only logs)."""
+    return [redact_secrets, escape_for_console, structlog.dev.ConsoleRenderer(colors=False)]
+
+
+class SafeFormatter(logging.Formatter):
+    """A stdlib log line redacted and escaped like the structlog ones (a traceback keeps its lines)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return for_terminal(super().format(record), keep_lines=True)
 
 
 def configure_logging(fmt: Literal["console", "json"] = "console", level: str = "INFO") -> None:
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
-    renderer: structlog.types.Processor = (
-        structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=False)
+    rendering: list[structlog.types.Processor] = (
+        [redact_secrets, structlog.processors.JSONRenderer()] if fmt == "json" else console_processors()
     )
     structlog.configure(
         processors=[
@@ -23,16 +75,16 @@ def configure_logging(fmt: Literal["console", "json"] = "console", level: str = 
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.StackInfoRenderer(),
             structlog.processors.format_exc_info,
-            renderer,
+            *rendering,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
     # Spark's py4j and APScheduler log through stdlib logging; keep them quiet unless debugging.
-    logging.basicConfig(
-        level=max(numeric, logging.WARNING), stream=sys.stderr, format="%(levelname)s %(name)s %(message)s"
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(SafeFormatter("%(levelname)s %(name)s %(message)s"))
+    logging.basicConfig(level=max(numeric, logging.WARNING), handlers=[handler])
     for noisy in ("py4j", "apscheduler", "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(max(numeric, logging.WARNING))
     # The daemon logs and counts skipped ticks itself (tick_skipped, flink_autoscaler_ticks_skipped_total).

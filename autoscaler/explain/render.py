@@ -4,6 +4,11 @@
 so they are tested with plain values and can render a record read from any store. The wording the
 operator reads lives here, apart from how a record is built, so it can improve without touching either
 the records or the daemon.
+
+Names come from Flink (whoever submitted the job chose them) and event messages may quote an error: every
+line and cell goes through ``safe_text.for_terminal``, so a newline or ESC sequence in a name shows
+escaped instead of faking a row or recolouring the terminal, and a URL's secrets stay hidden. ``status``
+also cuts a name beyond :data:`NAME_WIDTH` (``explain`` shows it whole).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from autoscaler.explain.records import BLOCKED, FORCED, DecisionRecord, VerifiedVertex, VertexRecord
 from autoscaler.reasons import Reason
+from autoscaler.safe_text import clip, for_terminal
 from autoscaler.shards import describe_lease, is_member
 
 if TYPE_CHECKING:
@@ -22,7 +28,11 @@ if TYPE_CHECKING:
     from autoscaler.state import JobState
     from autoscaler.state.store import Lease
 
-__all__ = ["explain", "status_table"]
+__all__ = ["NAME_WIDTH", "explain", "status_table"]
+
+NAME_WIDTH = 64
+"""Characters of a job key, vertex name, cluster or daemon name a ``status`` cell shows at most, so one
+long name (a Flink SQL vertex is named after its whole plan) does not pad every row to its width."""
 
 # ---------------------------------------------------------------------------------------- explain
 _OUTCOME_WORDS: dict[str, str] = {
@@ -116,7 +126,7 @@ def explain(
         for r in reversed(earlier):
             lines += _earlier_lines(r, newer, rescaled_since)
             newer, rescaled_since = r, rescaled_since or r.scaled
-    return "\n".join(lines)
+    return "\n".join(for_terminal(line) for line in lines)
 
 
 def _run(record: DecisionRecord) -> str:
@@ -299,7 +309,9 @@ def status_table(
             rec = str(v.decided if v.decided is not None else v.recommended)
             load = "-" if v.load is None else f"{v.load:.2f}"
             rows.append((f"  {v.name}", str(v.parallelism), rec, load, _count(v.lag, unit=""), "", "", ""))
-    table = _columns(header, rows) if rows else "no jobs recorded yet (has the daemon run a tick?)"
+    table = (
+        _columns(header, rows, clipped=(0,)) if rows else "no jobs recorded yet (has the daemon run a tick?)"
+    )
     if not leases:
         return table
     lease_rows = [
@@ -313,10 +325,15 @@ def status_table(
         for lease in leases
         if lease.expires_ms > now_ms or not is_member(lease.name)
     ]
-    return table + "\n\n" + _columns(("CLUSTER", "ACTED ON BY", "LEASE"), lease_rows)
+    return table + "\n\n" + _columns(("CLUSTER", "ACTED ON BY", "LEASE"), lease_rows, clipped=(0, 1))
 
 
-def _columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def _columns(header: Sequence[str], rows: Sequence[Sequence[str]], clipped: Sequence[int] = ()) -> str:
+    """Aligned columns of cells made safe to print; the ``clipped`` columns cut at :data:`NAME_WIDTH`."""
+    rows = [
+        [clip(text, NAME_WIDTH) if i in clipped else text for i, text in enumerate(map(for_terminal, row))]
+        for row in rows
+    ]
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
     return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import socket
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
+from autoscaler.safe_text import remember_secrets
 from autoscaler.settings.errors import ConfigError, describe_errors
 from autoscaler.settings.options import AutoscalerOptions
 from autoscaler.settings.profiles import PROFILES
@@ -37,6 +39,29 @@ VERTEX_METRICS_MAX_SERIES = 10_000
 
 __all__ = ["ClusterSettings", "Settings", "SparkSettings"]
 
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # an HTTP token (RFC 9110)
+_HEADER_VALUE = re.compile(r"[\x20-\x7e\t]*")  # visible ASCII, space and tab: what both wires can send
+
+
+def _secrets_of(raw: Any) -> list[str]:
+    """The secrets of a cluster entry as written: its header values, its URL's password and query values."""
+    if not isinstance(raw, dict):
+        return []
+    found: list[str] = []
+    headers = raw.get("headers")
+    if isinstance(headers, dict):
+        found += [v for v in headers.values() if isinstance(v, str)]
+    url = raw.get("rest_url")
+    if isinstance(url, str):
+        try:
+            parts = urlsplit(url)
+            found += [unquote(parts.password or ""), parts.password or ""]
+        except ValueError:
+            pass
+        else:
+            found += [pair.partition("=")[2] for pair in parts.query.split("&")]
+    return found
+
 
 class ClusterSettings(BaseModel):
     """One Flink cluster to watch."""
@@ -49,7 +74,11 @@ class ClusterSettings(BaseModel):
         "(http://user:password@host) become a Basic Authorization header and are never shown; with an "
         "Authorization header in headers too, the configuration is rejected."
     )
-    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers (e.g. auth).")
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        repr=False,  # credentials: a logged or printed ClusterSettings never shows them
+        description="Extra HTTP headers (e.g. auth).",
+    )
     verify_tls: bool = Field(True, description="Verify the cluster's TLS certificate.")
     ca_file: Path | None = Field(None, description="CA bundle that signs the cluster's certificate.")
     client_cert: Path | None = Field(None, description="Client certificate for mutual TLS.")
@@ -82,6 +111,28 @@ class ClusterSettings(BaseModel):
         "one daemon acts on every job, the others stand by. Every daemon sharing the database must set "
         "the same value; see docs/operations.md, 'Sharding a large cluster'.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _remember_secrets(cls, data: Any) -> Any:
+        """Its credentials are hidden in every message from here on, even if the entry is invalid."""
+        remember_secrets(_secrets_of(data))
+        return data
+
+    @field_validator("headers")
+    @classmethod
+    def _sendable_headers(cls, v: dict[str, str]) -> dict[str, str]:
+        """A header neither wire can send fails here, by name: an HTTP library's own error would quote
+        the value (an API key), or a non-ASCII one crash the client at start-up."""
+        for name, value in v.items():
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(f"header name {name!r} is not an HTTP token (letters, digits, - and _)")
+            if not _HEADER_VALUE.fullmatch(value):
+                raise ValueError(
+                    f"header {name!r}: its value holds a line break, a control or a non-ASCII character "
+                    "(not shown)"
+                )
+        return v
 
     @model_validator(mode="after")
     def _shardable_name(self) -> ClusterSettings:
@@ -118,6 +169,7 @@ class ClusterSettings(BaseModel):
             )
         user, password = unquote(parts.username or ""), unquote(parts.password or "")
         token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+        remember_secrets([token])
         self.headers = {**self.headers, "Authorization": f"Basic {token}"}
         self.rest_url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
         return self
@@ -384,7 +436,7 @@ class Settings(BaseSettings):
             except OSError as exc:
                 raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
             except yaml.YAMLError as exc:
-                raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+                raise ConfigError(f"config file {path} is not valid YAML: {_yaml_problem(exc)}") from exc
             if loaded is None:
                 loaded = {}
             if not isinstance(loaded, dict):
@@ -406,3 +458,16 @@ class Settings(BaseSettings):
             if nested:
                 raise ConfigError(f"{nested[0]['ctx']['error']} (in {source})") from exc
             raise ConfigError(describe_errors(exc, source, lambda loc: loc)) from exc
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """What is wrong and where, without the excerpt of the file PyYAML quotes: that line may hold a
+    password or a token, so the message names line and column only."""
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return type(exc).__name__
+    parts = [
+        f"{text} (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else text
+        for text, mark in ((exc.context, exc.context_mark), (exc.problem, exc.problem_mark))
+        if text
+    ]
+    return "; ".join(parts) or type(exc).__name__

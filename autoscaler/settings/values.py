@@ -10,11 +10,11 @@ from __future__ import annotations
 from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BeforeValidator, PlainSerializer
 
 from autoscaler.durations import format_duration, parse_duration
+from autoscaler.safe_text import redact_url  # re-exported: the one redaction path lives there
 
 __all__ = [
     "AlignmentMode",
@@ -126,19 +126,3 @@ def semicolon_list(value: object) -> object:
 
 def opt_float(value: object) -> object:
     return None if isinstance(value, str) and value.strip() == "" else value
-
-
-def redact_url(url: str) -> str:
-    """``url`` with the password of its user info replaced by ``***``, for messages and logs.
-
-    A URL that does not parse, or has no password, comes back as it is.
-    """
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))

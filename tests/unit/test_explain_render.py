@@ -127,3 +127,32 @@ def test_a_rescale_not_verified_yet_says_so_and_one_rescaled_again_says_it_never
     earlier = replace(rescale, ts_ms=NOW - 600_000)
     text = explain(rescale, now_ms=NOW, earlier=[earlier])
     assert "Verification: none (the job was rescaled again before it could be measured)" in text
+
+
+def test_status_and_explain_escape_controls_cut_long_names_and_hide_url_secrets():
+    """Fault probe (issue 35, items 5 and 8): a 10,000-character job name padded every status line to
+    its width; a newline or ESC in a name printed raw; an event quoting a URL showed its token."""
+    long_key = "c1/" + "x" * 10_000
+    hostile = replace(
+        record_from_outcome(outcome_of(make_evaluation([vertex_eval("w\n\x1b[2Jfake", 4, 5)]))),
+        job_key="c1/a\nc1/b\u202e",
+    )
+    event = Event(
+        hostile.job_key, Reason.SCALING, EventType.NORMAL, "GET http://jm/?token=s3cr3t-42 \x1b[31m", NOW
+    )
+    table = status_table(
+        {hostile.job_key: hostile},
+        {long_key: JobState()},
+        NOW,
+        {hostile.job_key: event},
+        [Lease("c1\x1b[1m", "host\n-a", NOW + 1000, NOW)],
+    )
+    assert max(len(line) for line in table.splitlines()) < 300
+    assert "\x1b" not in table and "\u202e" not in table and "s3cr3t" not in table
+    assert any(line.startswith("c1/a\\nc1/b\\u202e") for line in table.splitlines())
+    assert any(line.startswith("  w\\n\\x1b[2Jfake") for line in table.splitlines())
+    assert any(line.startswith("c1/xxx") and "..." in line for line in table.splitlines())
+    assert any(line.startswith("c1\\x1b[1m") and "host\\n-a" in line for line in table.splitlines())
+    text = explain(hostile, events=[event])
+    assert "\x1b" not in text and "\u202e" not in text and "s3cr3t" not in text
+    assert text.startswith("Job c1/a\\nc1/b\\u202e") and "token=***" in text

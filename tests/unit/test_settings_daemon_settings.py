@@ -120,6 +120,23 @@ def test_redact_url_keeps_the_user_and_hides_the_password():
     assert redact_url("not a url") == "not a url"
 
 
+def test_header_names_and_values_are_checked_and_never_in_the_repr():
+    """Issue 35: an HTTP library quoted a header value with a line break in its error (h11's "Illegal
+    header value b'...'"), and a non-ASCII one crashed the client at start-up."""
+    from autoscaler.settings import ClusterSettings
+
+    cluster = ClusterSettings(name="p", rest_url="http://jm:8081", headers={"X-Api-Key": "k-1234"})
+    assert "k-1234" not in repr(cluster) and "headers" not in repr(cluster)
+    for headers, says in (
+        ({"X-Api-Key": "k-1234\nX-Other: 1"}, "header 'X-Api-Key': its value holds a line break"),
+        ({"X-Api-Key": "k-1234é"}, "header 'X-Api-Key': its value holds"),
+        ({"Bad Name": "k-1234"}, "header name 'Bad Name' is not an HTTP token"),
+    ):
+        with pytest.raises(ConfigError) as err:
+            Settings.load(clusters=[{"name": "p", "rest_url": "http://jm:8081", "headers": headers}])
+        assert says in str(err.value) and "k-1234" not in str(err.value)
+
+
 @pytest.mark.parametrize(
     ("env", "value", "message"),
     [
