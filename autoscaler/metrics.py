@@ -340,6 +340,12 @@ class MetricsReporter:
             ("operation",),
             registry=r,
         )
+        self.decision_write_failures = Counter(
+            "flink_autoscaler_decision_write_failures",
+            "Decision files (decisions_dir, read by status and explain) that could not be written; the "
+            "log says so once per job until its file is written again",
+            registry=r,
+        )
         self._per_job: tuple[tuple[Counter | Gauge, tuple[str, ...]], ...] = (
             (self.scalings, _JOB_LABELS),
             (self.balanced, _JOB_LABELS),
