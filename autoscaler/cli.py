@@ -233,7 +233,13 @@ async def _serve(
                 state=stores.state,
                 events=stores.events,
                 on_outcome=(
-                    outcome_recorder(JsonDecisionDir(decisions_dir, settings.decision_history))
+                    outcome_recorder(
+                        JsonDecisionDir(
+                            decisions_dir,
+                            settings.decision_history,
+                            on_write_failed=metrics.decision_write_failures.inc,
+                        )
+                    )
                     if decisions_dir
                     else None
                 ),

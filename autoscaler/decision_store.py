@@ -20,6 +20,7 @@ daemon's process then, so only the decisions can be shown).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -48,6 +49,7 @@ __all__ = [
     "MemoryDecisions",
     "StateSource",
     "StoreReader",
+    "file_stem",
     "open_reader",
     "outcome_recorder",
 ]
@@ -56,6 +58,10 @@ log = structlog.get_logger(__name__)
 
 # Decisions kept per job: the daemon's ``decision_history`` setting (20 by default, at most 1000).
 _LATEST, _EARLIER = ".json", ".history.jsonl"
+# Characters of a file name's stem (the job's part of it). Common filesystems allow 255 bytes per name;
+# the longest name written is the temporary ".<stem>.history.jsonl.<pid>.tmp", 27 more (a 7-digit pid).
+_MAX_STEM = 200
+_DIGEST_HEX = 32
 
 
 class DecisionReader(Protocol):
@@ -184,8 +190,30 @@ class MemoryDecisions:
             return list(self._records.get(job_key, ()))
 
 
+def file_stem(job_key: str) -> str:
+    """The start of the job's file names in a decisions directory: one name, never a path.
+
+    The key percent-encoded, so that no character of it makes a path or is refused by a filesystem
+    ('/', NUL, '..' and '%' itself become ``%2F``, ``%00``, ``..``, ``%25``: a name, never a directory).
+    Beyond :data:`_MAX_STEM` characters, which a 10,000-character job name reaches and which the
+    filesystem would refuse, it is the encoded key's first characters (readable in a listing), ``+``
+    and 32 hex digits of the key's SHA-256. Percent-encoding never leaves a ``+`` (it becomes ``%2B``),
+    so a hashed stem cannot be another job's plain one. Readers find the file either way: ``status``
+    reads every file's own ``job_key``, ``explain``'s history is found through this function again.
+    """
+    encoded = quote(job_key, safe="")
+    if len(encoded) <= _MAX_STEM:
+        return encoded
+    prefix = encoded[: _MAX_STEM - _DIGEST_HEX - 1]
+    escape = prefix.rfind("%", len(prefix) - 2)  # never end inside a %XX escape
+    if escape >= 0:
+        prefix = prefix[:escape]
+    digest = hashlib.sha256(job_key.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST_HEX]
+    return f"{prefix}+{digest}"
+
+
 class JsonDecisionDir:
-    """Per job in ``directory`` (its key percent-encoded, it holds a '/'): ``<key>.json``, the newest
+    """Per job in ``directory`` (named by :func:`file_stem` of its key): ``<stem>.json``, the newest
     decision, rewritten after each of the job's ticks as it always was (so a reader of an older version
     still reads it), and ``<key>.history.jsonl``, the kept decisions before it, one JSON line each,
     rewritten only when they change (a new decision, a verification, pruning to ``keep``).
@@ -193,12 +221,25 @@ class JsonDecisionDir:
     Each file is replaced whole. The earlier decisions are written first, so a reader between the two
     writes may find the newest decision in both: it takes the earlier ones only up to the newest's
     start. A directory written before the history file existed reads as one decision per job.
+
+    A write that fails (a full or read-only disk, a directory taken away) costs the tick nothing: the
+    decisions stay kept in this process and are all written at the job's next write that succeeds. It
+    is logged once per job (``decision_write_failed``, then ``decision_write_recovered``), not at every
+    tick, and each failed write is counted through ``on_write_failed``.
     """
 
-    def __init__(self, directory: str | Path, keep: int = DECISION_HISTORY) -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        keep: int = DECISION_HISTORY,
+        *,
+        on_write_failed: Callable[[], None] | None = None,
+    ) -> None:
         self.directory = Path(directory)
         self.keep = _checked(keep)
+        self._on_write_failed = on_write_failed
         self._kept: dict[str, tuple[DecisionRecord, ...]] = {}  # what this process wrote, per job
+        self._failing: set[str] = set()  # jobs whose last write failed (logged once)
         self._lock = threading.Lock()
 
     def save_decision(self, record: DecisionRecord) -> None:
@@ -208,11 +249,33 @@ class JsonDecisionDir:
             if before is None:  # first decision of the job in this process: continue what is on disk
                 before = tuple(self.load_history(key)) if self.directory.is_dir() else ()
             after = add_decision(before, record, self.keep)
-            self.directory.mkdir(parents=True, exist_ok=True)
-            if after[:-1] != before[:-1]:
-                self._replace(self._path(key, _EARLIER), "".join(f"{r.to_json()}\n" for r in after[:-1]))
-            self._replace(self._path(key, _LATEST), after[-1].to_json())
             self._kept[key] = after
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                if after[:-1] != before[:-1] or key in self._failing:
+                    self._replace(self._path(key, _EARLIER), "".join(f"{r.to_json()}\n" for r in after[:-1]))
+                self._replace(self._path(key, _LATEST), after[-1].to_json())
+            except OSError as exc:
+                self._write_failed(key, exc)
+                return
+            if key in self._failing:
+                self._failing.discard(key)
+                log.info("decision_write_recovered", job=key, directory=str(self.directory))
+
+    def _write_failed(self, key: str, exc: OSError) -> None:
+        if self._on_write_failed is not None:
+            self._on_write_failed()
+        if key in self._failing:
+            return
+        self._failing.add(key)
+        log.error(
+            "decision_write_failed",
+            job=key,
+            directory=str(self.directory),
+            error=f"{exc.strerror or exc} ({type(exc).__name__})",
+            detail="status and explain show the job's earlier decisions until a write succeeds; "
+            "further failures are counted in flink_autoscaler_decision_write_failures_total",
+        )
 
     def load_decisions(self) -> dict[str, DecisionRecord]:
         if not self.directory.is_dir():
@@ -228,17 +291,23 @@ class JsonDecisionDir:
         """The job's kept decisions, oldest first; unreadable lines are skipped (and logged)."""
         latest = self._read(self._path(job_key, _LATEST))
         earlier: list[DecisionRecord] = []
-        with contextlib.suppress(FileNotFoundError):
-            path = self._path(job_key, _EARLIER)
-            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-                record = self._parse(line, path, number)
-                if record is not None and (latest is None or record.ts_ms < latest.first_ms):
-                    earlier.append(record)
+        path = self._path(job_key, _EARLIER)
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            lines = []
+        except OSError as exc:
+            log.warning("decision_file_unreadable", path=str(path), error=str(exc))
+            lines = []
+        for number, line in enumerate(lines, 1):
+            record = self._parse(line, path, number)
+            if record is not None and (latest is None or record.ts_ms < latest.first_ms):
+                earlier.append(record)
         records = [*earlier, latest] if latest is not None else earlier
         return records[-self.keep :]
 
     def _path(self, job_key: str, suffix: str) -> Path:
-        return self.directory / f"{quote(job_key, safe='')}{suffix}"
+        return self.directory / f"{file_stem(job_key)}{suffix}"
 
     def _read(self, path: Path) -> DecisionRecord | None:
         try:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from autoscaler.metric_labels import JobCounter, JobGauge, JobLabels
 from autoscaler.model import JobEvaluation, JobRef, VertexId
 from autoscaler.reasons import Reason
 from autoscaler.settings.daemon_settings import VertexMetrics
@@ -64,95 +65,119 @@ class MetricsReporter:
         self.vertex_metrics: VertexMetrics = vertex_metrics
         self.vertex_metrics_max_series = vertex_metrics_max_series
         r = self.registry
+        # Every metric with a job label caps its value (autoscaler.metric_labels); j names them back.
+        j = self.job_labels = JobLabels()
         self.vertex = VertexSeries(r, vertex_metrics, vertex_metrics_max_series)
         self.verification_ratio = self.vertex.verification_ratio
-        self.scalings = Counter("flink_autoscaler_scalings", "Rescales issued", _JOB_LABELS, registry=r)
-        self.balanced = Counter(
-            "flink_autoscaler_balanced", "Ticks that ended without a change", _JOB_LABELS, registry=r
+        self.scalings = JobCounter(
+            "flink_autoscaler_scalings", "Rescales issued", _JOB_LABELS, registry=r, job_labels=j
         )
-        self.decisions = Counter(
-            "flink_autoscaler_decisions", "Decision outcomes by reason", (*_JOB_LABELS, "outcome"), registry=r
+        self.balanced = JobCounter(
+            "flink_autoscaler_balanced",
+            "Ticks that ended without a change",
+            _JOB_LABELS,
+            registry=r,
+            job_labels=j,
+        )
+        self.decisions = JobCounter(
+            "flink_autoscaler_decisions",
+            "Decision outcomes by reason",
+            (*_JOB_LABELS, "outcome"),
+            registry=r,
+            job_labels=j,
         )
         self.errors = Counter(
             "flink_autoscaler_errors", "Errors by cluster and reason", ("cluster", "reason"), registry=r
         )
-        self.plugin_outcomes = Counter(
+        self.plugin_outcomes = JobCounter(
             "flink_autoscaler_plugin_outcomes",
             "Executor-plugin outcomes per instance (approved, modified, vetoed, failed)",
             (*_JOB_LABELS, "plugin", "outcome"),
             registry=r,
+            job_labels=j,
         )
-        self.deferred = Counter(
+        self.deferred = JobCounter(
             "flink_autoscaler_deferred_decisions",
             "Decisions deferred by scaling-interval.min or Flink's cooldown (retried when it ends)",
             _JOB_LABELS,
             registry=r,
+            job_labels=j,
         )
-        self.forced = Counter(
+        self.forced = JobCounter(
             "flink_autoscaler_forced_scalings",
             "Changes below the minimum requirement forced by scaling-interval.max",
             _JOB_LABELS,
             registry=r,
+            job_labels=j,
         )
-        self.metrics_unknown = Counter(
+        self.metrics_unknown = JobCounter(
             "flink_autoscaler_metrics_unknown",
             "Decisions that ended MetricsUnknown: the rates of the vertices that matter were NaN or missing",
             _JOB_LABELS,
             registry=r,
+            job_labels=j,
         )
-        self.option_fallbacks = Counter(
+        self.option_fallbacks = JobCounter(
             "flink_autoscaler_option_fallbacks",
             "Evaluations that used a fallback for an option value that cannot be honoured (by option key)",
             (*_JOB_LABELS, "option"),
             registry=r,
+            job_labels=j,
         )
-        self.stale_samples = Counter(
+        self.stale_samples = JobCounter(
             "flink_autoscaler_stale_samples",
             "Samples that found Flink serving its last metric fetch again (no new fetch had landed): "
             "kept at their first read's time, so they add no point to the metric window",
             _JOB_LABELS,
             registry=r,
+            job_labels=j,
         )
-        self.rescales_rejected = Counter(
+        self.rescales_rejected = JobCounter(
             "flink_autoscaler_rescales_rejected",
             "PUTs of new resource requirements Flink refused (4xx, RescaleRejected); the next rescale "
             "waits the same doubling backoff as after a stuck one",
             _JOB_LABELS,
             registry=r,
+            job_labels=j,
         )
-        self.rescales_stuck = Counter(
+        self.rescales_stuck = JobCounter(
             "flink_autoscaler_rescales_stuck",
             "Rescales Flink accepted but never ran within confirm_timeout (RescaleStuck); the next one "
             "waits a doubling backoff",
             _JOB_LABELS,
             registry=r,
+            job_labels=j,
         )
-        self.resubmissions = Counter(
+        self.resubmissions = JobCounter(
             "flink_autoscaler_job_resubmissions",
             "Times the job name was found running under a new JobID (JobResubmitted): its pending rescale "
             "and stuck count were dropped, its scaling history kept",
             _JOB_LABELS,
             registry=r,
+            job_labels=j,
         )
-        self.invalid_metric_values = Counter(
+        self.invalid_metric_values = JobCounter(
             "flink_autoscaler_invalid_metric_values",
             "Metric values that cannot be (a negative or impossibly large count, rate, time or lag), read "
             "as unknown (NaN) instead of becoming a rate",
             _JOB_LABELS,
             registry=r,
+            job_labels=j,
         )
-        self.counter_resets = Counter(
+        self.counter_resets = JobCounter(
             "flink_autoscaler_metric_counter_resets",
             "Record counters that fell within one job run (a reset without a restart): the job's metric "
             "window started over there",
             _JOB_LABELS,
             registry=r,
+            job_labels=j,
         )
-        self.verifications = Counter(
+        self.verifications = JobCounter(
             "flink_autoscaler_scaling_verifications",
             "Rescales verified over a full metric window, by result (as_expected, below_expected)",
             (*_JOB_LABELS, "result"),
             registry=r,
+            job_labels=j,
         )
         self.rest_requests = Counter(
             "flink_autoscaler_rest_requests",
@@ -265,20 +290,22 @@ class MetricsReporter:
             ("cluster", "state"),
             registry=r,
         )
-        self.job_slots = Gauge(
+        self.job_slots = JobGauge(
             "flink_autoscaler_job_slots",
             "Slots the job holds: per slot-sharing group its highest vertex parallelism, summed",
             _JOB_LABELS,
             registry=r,
+            job_labels=j,
         )
-        self.job_slots_short = Gauge(
+        self.job_slots_short = JobGauge(
             "flink_autoscaler_job_slots_short_of_request",
             "Slots the job would hold more if Flink ran it at the parallelism last asked for it: above 0 "
             "while Flink runs it below its request (too few free slots); 0 otherwise",
             _JOB_LABELS,
             registry=r,
+            job_labels=j,
         )
-        self.slot_limited = Counter(
+        self.slot_limited = JobCounter(
             "flink_autoscaler_slot_limited_rescales",
             "Rescales that needed more slots than were free plus the job's own, by what was done "
             "(capped, waited, ignored: scaling.insufficient-slots) and why (short: the cluster lacks "
@@ -286,13 +313,15 @@ class MetricsReporter:
             "them idle in its job's slot pool, and the rescale waits for them)",
             (*_JOB_LABELS, "action", "why"),
             registry=r,
+            job_labels=j,
         )
-        self.job_slow_subtasks = Gauge(
+        self.job_slow_subtasks = JobGauge(
             "flink_autoscaler_job_slow_subtasks",
             "Subtasks of the job busy at least slow-subtasks.multiplier x their vertex's median and at "
             "least slow-subtasks.busy-floor, at the last evaluation (per vertex: vertex_slow_subtasks)",
             _JOB_LABELS,
             registry=r,
+            job_labels=j,
         )
         # The history archive (autoscaler.archive): daemon-wide, its failures never fail a tick.
         self.archive_rows = Counter(
@@ -309,6 +338,12 @@ class MetricsReporter:
             "History archive failures by operation: write, prune, compact, convert (a value the schema "
             "cannot hold) or queue_full (a tick not archived because the writer was too far behind)",
             ("operation",),
+            registry=r,
+        )
+        self.decision_write_failures = Counter(
+            "flink_autoscaler_decision_write_failures",
+            "Decision files (decisions_dir, read by status and explain) that could not be written; the "
+            "log says so once per job until its file is written again",
             registry=r,
         )
         self._per_job: tuple[tuple[Counter | Gauge, tuple[str, ...]], ...] = (
@@ -361,16 +396,24 @@ class MetricsReporter:
         self.vertex.forget(gone)
         for metric, label_names in self._per_job:
             for labels in _label_sets(metric, label_names):
-                if f"{labels[0]}/{labels[1]}" in gone:
+                if self._job_key(labels) in gone:
                     with contextlib.suppress(KeyError):
                         metric.remove(*labels)
+        if self.job_labels:  # a long name stays known while a series of a job of that name is left
+            self.job_labels.retain(
+                {labels[1] for metric, names in self._per_job for labels in _label_sets(metric, names)}
+            )
 
     def known_jobs(self) -> set[str]:
         """Keys of every job with a series: evaluated ones and those that only counted outcomes."""
         keys = self.vertex.known_jobs()
         for metric, label_names in self._per_job:
-            keys.update(f"{labels[0]}/{labels[1]}" for labels in _label_sets(metric, label_names))
+            keys.update(self._job_key(labels) for labels in _label_sets(metric, label_names))
         return keys
+
+    def _job_key(self, labels: tuple[str, ...]) -> str:
+        """The key (``cluster/name``) of the job of a series' ``(cluster, job, ...)`` label values."""
+        return f"{labels[0]}/{self.job_labels.name(labels[1])}"
 
     # ------------------------------------------------------------------ daemon-wide
     def report_error(self, cluster: str, reason: Reason) -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from autoscaler.metric_labels import JobGauge
 from autoscaler.model import JobEvaluation, JobRef, VertexEvaluation, VertexId
 from autoscaler.settings.daemon_settings import VertexMetrics
 
@@ -175,7 +176,7 @@ class VertexSeries:
         selection = _selection(mode)
         self._vertex = {
             name: _VertexGauge(
-                Gauge(f"flink_autoscaler_vertex_{name}", text, VERTEX_LABELS, registry=registry),
+                JobGauge(f"flink_autoscaler_vertex_{name}", text, VERTEX_LABELS, registry=registry),
                 read,
                 selection[name],
             )
@@ -203,7 +204,7 @@ class VertexSeries:
         # Per vertex but set only for rescaled vertices, and read by no panel: exported with "all" only.
         self.verification_ratio: Gauge | None = None
         if mode == "all":
-            self.verification_ratio = Gauge(
+            self.verification_ratio = JobGauge(
                 "flink_autoscaler_scaling_verification_ratio",
                 "Processing capacity measured over the first full metric window after the vertex's last "
                 "rescale, over the capacity that rescale expected (1 = as expected)",

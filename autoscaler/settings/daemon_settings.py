@@ -68,7 +68,10 @@ class ClusterSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(description="Short name used in job keys, metric labels and logs.")
+    name: str = Field(
+        description="Short name used in job keys (<cluster>/<job name>), metric labels and logs; it must "
+        "not contain '/'."
+    )
     rest_url: str = Field(
         description="Flink REST endpoint, e.g. http://jobmanager:8081. Credentials in it "
         "(http://user:password@host) become a Basic Authorization header and are never shown; with an "
@@ -132,6 +135,19 @@ class ClusterSettings(BaseModel):
                     f"header {name!r}: its value holds a line break, a control or a non-ASCII character "
                     "(not shown)"
                 )
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _no_slash(cls, v: str) -> str:
+        """Job keys are ``<cluster>/<job name>`` and a job name may hold a '/': with one in a cluster name,
+        ``prod`` + job ``x/y`` and ``prod/x`` + job ``y`` would share the key ``prod/x/y`` (their state,
+        leases, decision files and series), and a key could not be split back into cluster and job."""
+        if "/" in v:
+            raise ValueError(
+                f"cluster {v!r}: a cluster name must not contain '/' (job keys are <cluster>/<job name>, "
+                "and a job name may contain '/' itself, so the key could name a job of another cluster)"
+            )
         return v
 
     @model_validator(mode="after")

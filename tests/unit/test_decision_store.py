@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
-from autoscaler.decision_store import JsonDecisionDir, MemoryDecisions, StoreReader, open_reader
+from autoscaler.decision_store import JsonDecisionDir, MemoryDecisions, StoreReader, file_stem, open_reader
 from autoscaler.events import Event, EventLog, EventType
 from autoscaler.explain import record_from_outcome
 from autoscaler.model import JobRef
@@ -187,3 +188,60 @@ def test_the_number_of_decisions_to_keep_is_bounded(tmp_path, keep):
         JsonDecisionDir(tmp_path, keep=keep)
     with pytest.raises(ValueError, match="decisions to keep"):
         MemoryDecisions(keep=keep)
+
+
+# ------------------------------------------------------------------------------------ names a job brings
+ODD_NAMES = [
+    "n" * 10_000,  # over any filesystem's 255 bytes once encoded
+    "€" * 3_000,  # 9 characters each encoded
+    "..",
+    "../../etc/passwd",
+    "a\x00b",
+    "50%+done",
+    "ETL / nightly: v2",
+]
+
+
+def test_file_names_of_any_job_name_are_names_within_filesystem_limits_and_read_back(tmp_path):
+    stems = {name: file_stem(f"prod/{name}") for name in ODD_NAMES}
+    for name, stem in stems.items():
+        assert len(stem) <= 200 and "/" not in stem and "\x00" not in stem, name
+        assert stem.startswith("prod%2F")  # readable: the cluster and the start of the name
+    assert ("+" in stems["n" * 10_000]) and not any("+" in s for n, s in stems.items() if len(n) < 20)
+    assert file_stem(f"prod/{'n' * 9_999}A") != file_stem(f"prod/{'n' * 9_999}B")
+
+    writer = JsonDecisionDir(tmp_path / "decisions")
+    for i, name in enumerate(ODD_NAMES):
+        job = JobRef("prod", f"{i:032x}", name)
+        writer.save_decision(record(job, Reason.SCALING))
+        writer.save_decision(record(job, Reason.IN_BAND, NOW + 10_000))
+    assert {p.parent for p in tmp_path.rglob("*") if p.is_file()} == {tmp_path / "decisions"}
+    reader = JsonDecisionDir(tmp_path / "decisions")
+    assert set(reader.load_decisions()) == {f"prod/{name}" for name in ODD_NAMES}
+    for name in ODD_NAMES:  # what explain --last reads
+        assert [r.outcome for r in reader.load_history(f"prod/{name}")] == [Reason.SCALING, Reason.IN_BAND]
+
+
+def test_a_failing_write_is_logged_once_counted_each_time_and_caught_up_when_it_works(tmp_path):
+    directory = tmp_path / "decisions"
+    failures = []
+    writer = JsonDecisionDir(directory, on_write_failed=lambda: failures.append(1))
+    job = JobRef("prod", "a" * 32, "orders")
+    writer.save_decision(record(job, Reason.SCALING))
+    directory.rename(tmp_path / "away")
+    directory.write_text("a file where the directory was")
+    outcomes = [Reason.IN_BAND, Reason.COOLDOWN_DEFERRED, Reason.IN_BAND]
+    with capture_logs() as logs:
+        for i, reason in enumerate(outcomes, 1):
+            writer.save_decision(record(job, reason, NOW + i * 10_000))
+    assert [line["event"] for line in logs] == ["decision_write_failed"]
+    assert logs[0]["job"] == "prod/orders" and logs[0]["log_level"] == "error"
+    assert len(failures) == 3
+
+    directory.unlink()
+    (tmp_path / "away").rename(directory)
+    with capture_logs() as logs:
+        writer.save_decision(record(job, Reason.IN_BAND, NOW + 40_000))  # extends the last IN_BAND run
+    assert [line["event"] for line in logs] == ["decision_write_recovered"]
+    history = JsonDecisionDir(directory).load_history("prod/orders")
+    assert [r.outcome for r in history] == [Reason.SCALING, *outcomes]  # nothing lost while it failed
