@@ -24,6 +24,7 @@ from autoscaler.backtest.command import add_backtest_command
 from autoscaler.gc_tuning import tune_gc
 from autoscaler.logs import configure_logging
 from autoscaler.settings import ConfigError, Settings
+from autoscaler.start_checks import NO_CLUSTERS, metrics_address_problem, start_problems
 
 if TYPE_CHECKING:
     from autoscaler.daemon import Daemon
@@ -158,7 +159,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for warning in settings.option_warnings():
         log.warning("option_unknown", detail=warning)
     if not settings.clusters:
-        raise ConfigError("no clusters configured: add a 'clusters:' list to the config file")
+        raise ConfigError(NO_CLUSTERS)
     tune_gc()  # a fleet's metric window is a million Python objects: see autoscaler/gc_tuning.py
     return asyncio.run(_run(settings, args.decisions_dir or settings.decisions_dir))
 
@@ -185,9 +186,7 @@ async def _run(settings: Settings, decisions_dir: Path | None = None) -> int:
     try:
         server = serve_http(address, metrics.registry, health) if address else None
     except OSError as exc:  # the port is taken, or the host is not this machine's
-        raise ConfigError(
-            f"cannot serve /metrics on metrics_address {address}: {exc.strerror or exc}"
-        ) from exc
+        raise ConfigError(f"cannot serve /metrics: {metrics_address_problem(address, exc)}") from exc
     beating = asyncio.create_task(heartbeat(health))  # /healthz turns 503 if the loop is blocked
     try:
         return await _serve(settings, registry, evaluators, metrics, decisions_dir)
@@ -384,6 +383,9 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
     settings = Settings.load(args.config)
+    problems = start_problems(settings)  # what run would refuse at start (autoscaler/start_checks.py)
+    if problems:
+        raise ConfigError("\n  ".join([f"{args.config}: run would not start:", *problems]))
     print(f"{args.config}: OK ({len(settings.clusters)} cluster(s))")
     for warning in settings.option_warnings():
         print(f"warning: {warning}", file=sys.stderr)

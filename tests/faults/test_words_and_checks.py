@@ -10,17 +10,22 @@ checks (the metrics port in use), the last through the CLI as an operator runs i
 from __future__ import annotations
 
 import math
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
 
+from autoscaler.cli import main
 from autoscaler.collect.sanity import without_impossible
 from autoscaler.decide import decide
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import TaskManagerSample, VertexSample
 from autoscaler.reasons import Reason
 from autoscaler.record import TickRecord
-from autoscaler.settings import AutoscalerOptions
+from autoscaler.settings import AutoscalerOptions, ConfigError, Settings
 from autoscaler.state import JobState
 from autoscaler.testing import make_evaluation, make_sample, make_topology, vertex_eval
 
@@ -111,3 +116,83 @@ def test_a_heap_used_above_max_reads_as_full_under_a_lower_threshold() -> None:
     decision = decide(evaluation, JobState(), options, 0)
     assert decision.outcome is Reason.MEMORY_PRESSURE
     assert "heap usage 1.00 above memory.heap-usage.threshold 0.9" in decision.detail
+
+
+# ------------------------------------------------------------------------------ which source is wrong
+def test_an_invalid_log_level_from_the_environment_is_blamed_on_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: "invalid configuration in config.yaml: log_level ..." for a file without a log_level."""
+    config = tmp_path / "config.yaml"
+    config.write_text("clusters:\n  - name: a\n    rest_url: http://127.0.0.1:9\nmetrics_address: ''\n")
+    monkeypatch.setenv("FLINK_AUTOSCALER_LOG_LEVEL", "LOUD")
+    assert main(["check-config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "invalid configuration in the environment variable FLINK_AUTOSCALER_LOG_LEVEL:" in err
+    assert "FLINK_AUTOSCALER_LOG_LEVEL: must be one of DEBUG, INFO, WARNING, ERROR (got 'LOUD')" in err
+    assert str(config) not in err
+
+    config.write_text(config.read_text() + "state_url: mongodb://db/x\n")  # one bad key in each
+    assert main(["check-config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"invalid configuration in {config} and the environment variable FLINK_AUTOSCALER_LOG_LEVEL:" in err
+    )
+    assert "\n  state_url: must be" in err and "\n  FLINK_AUTOSCALER_LOG_LEVEL: must be" in err
+
+    monkeypatch.delenv("FLINK_AUTOSCALER_LOG_LEVEL")
+    monkeypatch.setenv("FLINK_AUTOSCALER_CLUSTERS", '[{"name": "a", "rest_url": "ftp://jm"}]')
+    with pytest.raises(ConfigError) as raised:
+        Settings.load(None)
+    assert "FLINK_AUTOSCALER_CLUSTERS.0.rest_url: must start with http://" in str(raised.value)
+
+
+# ------------------------------------------------------------------------------ check-config as run
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command as an operator runs it, in its own process (this worktree's code: PYTHONPATH)."""
+    return subprocess.run(
+        [sys.executable, "-m", "autoscaler", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_check_config_refuses_the_metrics_port_in_use_as_run_does(tmp_path: Path) -> None:
+    """Before: check-config said OK and `run` then stopped on the port another process listens on."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = tmp_path / "config.yaml"
+        config.write_text(
+            f"clusters:\n  - name: a\n    rest_url: http://127.0.0.1:9\nmetrics_address: 127.0.0.1:{port}\n"
+            "state_url: memory://\ndecisions_dir: null\n"
+        )
+        checked, ran = _cli("check-config", str(config)), _cli("run", "--config", str(config))
+    said = f"metrics_address 127.0.0.1:{port} is in use"
+    assert checked.returncode == 2 and said in checked.stderr and "OK" not in checked.stdout
+    assert ran.returncode == 2 and said in ran.stderr and "Traceback" not in ran.stderr
+    # Released: the check holds nothing, and the same port passes once it is free.
+    assert main(["check-config", str(config)]) == 0
+
+
+def test_check_config_refuses_what_run_refuses_before_its_first_tick(tmp_path: Path) -> None:
+    """No clusters (run: "no clusters configured"), TLS files that cannot load (run: found only once
+    Spark is up), an archive_dir or SQLite state file where a file or directory stands in the way."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    config = tmp_path / "config.yaml"
+    config.write_text("metrics_address: ''\nstate_url: memory://\n")
+    checked = _cli("check-config", str(config))
+    assert checked.returncode == 2 and "no clusters configured" in checked.stderr
+    config.write_text(
+        "clusters:\n  - name: a\n    rest_url: https://127.0.0.1:9\n"
+        f"    ca_file: {tmp_path / 'missing-ca.pem'}\nmetrics_address: ''\n"
+        f"archive_dir: {blocker / 'archive'}\nstate_url: sqlite:///{blocker / 'state.db'}\n"
+    )
+    checked = _cli("check-config", str(config))
+    assert checked.returncode == 2, checked.stderr
+    assert "cluster 'a': cannot load TLS files" in checked.stderr
+    assert (
+        f"archive_dir {blocker / 'archive'}: the daemon cannot write there ({blocker} is not a directory)"
+        in (checked.stderr)
+    )
+    assert f"the daemon cannot write the database ({blocker} is not a directory)" in checked.stderr
