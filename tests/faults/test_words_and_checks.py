@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -21,12 +22,15 @@ from structlog.testing import capture_logs
 from autoscaler.cli import main
 from autoscaler.collect.sanity import without_impossible
 from autoscaler.decide import decide
+from autoscaler.leases import ClusterLease, LeaseKeeper
 from autoscaler.metrics import MetricsReporter
-from autoscaler.model import TaskManagerSample, VertexSample
+from autoscaler.model import JobRef, TaskManagerSample, VertexSample
 from autoscaler.reasons import Reason
 from autoscaler.record import TickRecord
 from autoscaler.settings import AutoscalerOptions, ConfigError, Settings
-from autoscaler.state import JobState
+from autoscaler.state import JobState, open_stores
+from autoscaler.state import db as db_module
+from autoscaler.state.tick import TickStore
 from autoscaler.testing import make_evaluation, make_sample, make_topology, vertex_eval
 
 pytestmark = pytest.mark.faults
@@ -196,3 +200,109 @@ def test_check_config_refuses_what_run_refuses_before_its_first_tick(tmp_path: P
         in (checked.stderr)
     )
     assert f"the daemon cannot write the database ({blocker} is not a directory)" in checked.stderr
+
+
+# ------------------------------------------------------------------------------ a held SQLite lock
+async def test_a_held_sqlite_lock_stands_by_without_a_traceback_and_loses_no_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds the database's write lock (a second daemon, a ``sqlite3`` shell in BEGIN
+    EXCLUSIVE) past the busy timeout. Before: the tick's state write logged ``state_save_failed`` with a
+    traceback and the tick's state was lost. Now: the write says why in one line and keeps the state;
+    the lease round says ``lease_unavailable`` and ``standing_by``, as docs/operations.md promises; once
+    the lock goes, the lease comes back and the kept state is written, since no one else held the lease."""
+    monkeypatch.setattr(db_module, "_SQLITE_BUSY_TIMEOUT_S", 0.2)  # SQLite's wait, 30 s in production
+    path = tmp_path / "state.db"
+    stores = open_stores(f"sqlite:///{path}")
+    metrics = MetricsReporter()
+    keeper = LeaseKeeper(stores.state, metrics, instance_id="a", ttl_ms=60_000)
+    lease, job = ClusterLease("c"), JobRef("c", "f" * 32, "job")
+    sample = make_sample(make_topology({"src": 1}), job=job)
+    store = TickStore(stores.state, metrics, persist_window=False)
+    now = 1_000_000
+    try:
+        await keeper.renew(lease, now)
+        assert lease.holds(now)
+        kept = JobState(last_rescale_ms=now, stuck_rescales=1)
+        locker = sqlite3.connect(path, isolation_level=None, timeout=5)
+        locker.execute("BEGIN EXCLUSIVE")
+        try:
+            with capture_logs() as logs:
+                loaded = await store.load([sample], lambda key: lease.token(key, now))
+                await store.flush(
+                    [sample], loaded, {job.key: kept}, now, tokens=lambda key: lease.token(key, now)
+                )
+                await keeper.renew(lease, now + 10_000)
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+        assert not [entry for entry in logs if "exc_info" in entry], "a traceback for a held lock"
+        (failed,) = [entry for entry in logs if entry["event"] == "state_save_failed"]
+        assert failed["error"] == "OperationalError: database is locked" and failed["jobs"] == [job.key]
+        assert {"lease_unavailable", "standing_by"} <= {entry["event"] for entry in logs}
+        assert not lease.holds(now + 10_000)
+        labels = {"cluster": "c", "reason": "StateStoreError"}
+        assert metrics.registry.get_sample_value("flink_autoscaler_errors_total", labels) >= 2
+        assert stores.state.load(job.key) == JobState()  # not written yet, but not lost:
+
+        later = now + 20_000
+        with capture_logs() as logs:
+            await keeper.renew(lease, later)
+            loaded = await store.load([sample], lambda key: lease.token(key, later))
+            assert loaded.states[job.key] == kept  # the tick decides from the kept state
+            await store.flush(
+                [sample], loaded, {job.key: kept}, later, tokens=lambda key: lease.token(key, later)
+            )
+        assert "lease_acquired" in {entry["event"] for entry in logs}
+        (written,) = [entry for entry in logs if entry["event"] == "state_unsaved_written"]
+        assert written["jobs"] == [job.key]
+        assert stores.state.load(job.key) == kept
+    finally:
+        stores.close()
+
+
+async def test_a_kept_state_is_dropped_when_another_daemon_held_the_lease_since(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock outlasted the lease and another daemon acted on the job: its stored state is newer."""
+    monkeypatch.setattr(db_module, "_SQLITE_BUSY_TIMEOUT_S", 0.2)
+    path = tmp_path / "state.db"
+    stores = open_stores(f"sqlite:///{path}")
+    metrics = MetricsReporter()
+    a = LeaseKeeper(stores.state, metrics, instance_id="a", ttl_ms=5_000)
+    b = LeaseKeeper(stores.state, metrics, instance_id="b", ttl_ms=5_000)
+    lease_a, lease_b, job = ClusterLease("c"), ClusterLease("c"), JobRef("c", "f" * 32, "job")
+    sample = make_sample(make_topology({"src": 1}), job=job)
+    store = TickStore(stores.state, metrics, persist_window=False)
+    now = 1_000_000
+    try:
+        await a.renew(lease_a, now)
+        locker = sqlite3.connect(path, isolation_level=None, timeout=5)
+        locker.execute("BEGIN EXCLUSIVE")
+        try:
+            stale = JobState(stuck_rescales=1)
+            await store.flush(
+                [sample],
+                await store.load([sample]),
+                {job.key: stale},
+                now,
+                tokens=lambda k: lease_a.token(k, now),
+            )
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+        await b.renew(lease_b, now + 6_000)  # a's lease ran out: b takes it and writes the job's state
+        newer = JobState(stuck_rescales=5)
+        stores.state.save_many({job.key: newer})
+        await b.release(lease_b, "stopping")
+        later = now + 7_000
+        await a.renew(lease_a, later)
+        assert lease_a.holds(later)
+        with capture_logs() as logs:
+            loaded = await store.load([sample], lambda key: lease_a.token(key, later))
+        assert loaded.states[job.key] == newer
+        assert [entry["job"] for entry in logs if entry["event"] == "state_unsaved_dropped"] == [job.key]
+        await store.flush([sample], loaded, {job.key: newer}, later, tokens=lambda k: lease_a.token(k, later))
+        assert stores.state.load(job.key) == newer
+    finally:
+        stores.close()
