@@ -24,7 +24,7 @@ from autoscaler.backtest.command import add_backtest_command
 from autoscaler.gc_tuning import tune_gc
 from autoscaler.logs import configure_logging
 from autoscaler.settings import ConfigError, Settings
-from autoscaler.start_checks import NO_CLUSTERS, metrics_address_problem, start_problems
+from autoscaler.start_checks import NO_CLUSTERS, metrics_address_problem, start_checks
 
 if TYPE_CHECKING:
     from autoscaler.daemon import Daemon
@@ -383,9 +383,11 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
     settings = Settings.load(args.config)
-    problems = start_problems(settings)  # what run would refuse at start (autoscaler/start_checks.py)
-    if problems:
-        raise ConfigError("\n  ".join([f"{args.config}: run would not start:", *problems]))
+    checks = start_checks(settings)  # what run would refuse at start (autoscaler/start_checks.py)
+    if checks.problems:
+        raise ConfigError("\n  ".join([f"{args.config}: run would not start:", *checks.problems]))
+    for warning in checks.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"{args.config}: OK ({len(settings.clusters)} cluster(s))")
     for warning in settings.option_warnings():
         print(f"warning: {warning}", file=sys.stderr)

@@ -8,13 +8,21 @@ write. Each is checked here the cheap way, touching nothing: the port is bound a
 the files and directories are looked at, not created. Not checked: what needs a server (a PostgreSQL
 ``state_url``, the clusters, Spark), and the plugins, whose problems ``run`` logs and starts anyway
 (``flink-autoscaler plugins`` lists them).
+
+One exception: a port held by a running flink-autoscaler (it answers ``/healthz`` as one) is a warning,
+not a problem. The documented way to change a daemon's file is to check it with the daemon still running
+and restart it then (docs/operations.md), and the port is free once the old one stops.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import socket
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -23,16 +31,30 @@ import sqlalchemy as sa
 from autoscaler.flink.rest import tls_context, tls_files
 from autoscaler.settings import ConfigError, Settings
 
-__all__ = ["NO_CLUSTERS", "metrics_address_problem", "start_problems"]
+__all__ = ["NO_CLUSTERS", "StartChecks", "metrics_address_problem", "start_checks"]
 
 NO_CLUSTERS = "no clusters configured: add a 'clusters:' list to the config file"
 
 
-def start_problems(settings: Settings) -> list[str]:
-    """Every reason ``run`` would not start with these settings, in words; empty when it would."""
+@dataclass(frozen=True, slots=True)
+class StartChecks:
+    problems: list[str] = field(default_factory=list)  # run would not start: check-config exits 2
+    warnings: list[str] = field(default_factory=list)  # run would start only once something changed
+
+
+def start_checks(settings: Settings) -> StartChecks:
+    """Every reason ``run`` would not start with these settings, in words; no problems when it would."""
     problems = [NO_CLUSTERS] if not settings.clusters else []
-    if settings.metrics_address and (bound := _bind_problem(settings.metrics_address)) is not None:
-        problems.append(bound)
+    warnings = []
+    address = settings.metrics_address
+    if address and (bound := _bind_problem(address)) is not None:
+        if _a_daemon_answers(address):
+            warnings.append(
+                f"metrics_address {address} is in use by a running flink-autoscaler: run starts once it "
+                "stops (restarting that daemon with this file is fine)"
+            )
+        else:
+            problems.append(bound)
     problems += _tls_problems(settings)
     if settings.archive_dir is not None:
         found = _unwritable(Path(settings.archive_dir), directory=True)
@@ -40,7 +62,7 @@ def start_problems(settings: Settings) -> list[str]:
             problems.append(f"archive_dir {settings.archive_dir}: the daemon cannot write there ({found})")
     if (state := _state_problem(settings.state_url)) is not None:
         problems.append(state)
-    return problems
+    return StartChecks(problems, warnings)
 
 
 def metrics_address_problem(address: str, exc: OSError) -> str:
@@ -66,6 +88,31 @@ def _bind_problem(address: str) -> str | None:
         return metrics_address_problem(address, exc)
     server.server_close()
     return None
+
+
+def _a_daemon_answers(address: str) -> bool:
+    """Whether what listens on ``address`` answers ``/healthz`` as a flink-autoscaler does."""
+    host, _, port = address.rpartition(":")
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "[::]":
+        host = "[::1]"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via HTTP_PROXY
+    try:
+        with opener.open(f"http://{host}:{port}/healthz", timeout=2) as answer:
+            body = json.loads(answer.read(4096))
+    except OSError as exc:  # a 503 (a wedged loop) is a daemon too
+        body = _json_of(exc)
+    except ValueError:
+        return False
+    return isinstance(body, dict) and {"alive", "reason"} <= body.keys()
+
+
+def _json_of(exc: OSError) -> object:
+    try:
+        return json.loads(exc.read(4096)) if isinstance(exc, urllib.error.HTTPError) else None
+    except ValueError:
+        return None
 
 
 def _tls_problems(settings: Settings) -> list[str]:

@@ -22,6 +22,7 @@ from structlog.testing import capture_logs
 from autoscaler.cli import main
 from autoscaler.collect.sanity import without_impossible
 from autoscaler.decide import decide
+from autoscaler.health import Health, serve_http
 from autoscaler.leases import ClusterLease, LeaseKeeper
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobRef, TaskManagerSample, VertexSample
@@ -176,6 +177,22 @@ def test_check_config_refuses_the_metrics_port_in_use_as_run_does(tmp_path: Path
     assert ran.returncode == 2 and said in ran.stderr and "Traceback" not in ran.stderr
     # Released: the check holds nothing, and the same port passes once it is free.
     assert main(["check-config", str(config)]) == 0
+
+
+def test_a_port_held_by_a_running_daemon_is_a_warning_for_the_restart_it_precedes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/operations.md: check a changed file with the daemon still running, then restart it. Its own
+    port (it answers /healthz as a flink-autoscaler) must not fail that check."""
+    with serve_http("127.0.0.1:0", MetricsReporter().registry, Health(10.0)) as running:
+        config = tmp_path / "config.yaml"
+        config.write_text(
+            "clusters:\n  - name: a\n    rest_url: http://127.0.0.1:9\n"
+            f"metrics_address: 127.0.0.1:{running.port}\nstate_url: memory://\n"
+        )
+        assert main(["check-config", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: metrics_address 127.0.0.1:{running.port} is in use by a running flink-autoscaler" in err
 
 
 def test_check_config_refuses_what_run_refuses_before_its_first_tick(tmp_path: Path) -> None:
