@@ -25,6 +25,7 @@ from autoscaler.gc_tuning import tune_gc
 from autoscaler.logs import configure_logging, console_processors
 from autoscaler.safe_text import for_terminal, redact_url
 from autoscaler.settings import ConfigError, Settings
+from autoscaler.start_checks import NO_CLUSTERS, metrics_address_problem, start_checks
 
 if TYPE_CHECKING:
     from autoscaler.daemon import Daemon
@@ -159,7 +160,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for warning in settings.option_warnings():
         log.warning("option_unknown", detail=warning)
     if not settings.clusters:
-        raise ConfigError("no clusters configured: add a 'clusters:' list to the config file")
+        raise ConfigError(NO_CLUSTERS)
     tune_gc()  # a fleet's metric window is a million Python objects: see autoscaler/gc_tuning.py
     return asyncio.run(_run(settings, args.decisions_dir or settings.decisions_dir))
 
@@ -186,9 +187,7 @@ async def _run(settings: Settings, decisions_dir: Path | None = None) -> int:
     try:
         server = serve_http(address, metrics.registry, health) if address else None
     except OSError as exc:  # the port is taken, or the host is not this machine's
-        raise ConfigError(
-            f"cannot serve /metrics on metrics_address {address}: {exc.strerror or exc}"
-        ) from exc
+        raise ConfigError(f"cannot serve /metrics: {metrics_address_problem(address, exc)}") from exc
     beating = asyncio.create_task(heartbeat(health))  # /healthz turns 503 if the loop is blocked
     try:
         return await _serve(settings, registry, evaluators, metrics, decisions_dir)
@@ -394,6 +393,11 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
     """Every line printed through ``for_terminal``: the URL without its secrets, names and values with
     their controls escaped (a header's value is never printed)."""
     settings = Settings.load(args.config)
+    checks = start_checks(settings)  # what run would refuse at start (autoscaler/start_checks.py)
+    if checks.problems:
+        raise ConfigError("\n  ".join([f"{args.config}: run would not start:", *checks.problems]))
+    for warning in checks.warnings:
+        print(for_terminal(f"warning: {warning}"), file=sys.stderr)
     print(for_terminal(f"{args.config}: OK ({len(settings.clusters)} cluster(s))"))
     for warning in settings.option_warnings():
         print(for_terminal(f"warning: {warning}"), file=sys.stderr)

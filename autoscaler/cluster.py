@@ -333,6 +333,16 @@ class Clusters:
 
         return lapsed
 
+    def lease_tokens(self, now_ms: int) -> Callable[[str], int | None]:
+        """A job's lease token at ``now_ms`` (``ClusterLease.token``): None when this daemon does not
+        hold the job's lease; equal tokens mean no other daemon held it in between."""
+
+        def token(job_key: str) -> int | None:
+            cluster = self._session_of(job_key)
+            return None if cluster is None else cluster.lease.token(job_key, now_ms)
+
+        return token
+
     def _session_of(self, job_key: str) -> ClusterSession | None:
         """The cluster of a job key (``cluster/name``; a job name may hold a slash)."""
         matching = [c for c in self.sessions if job_key.startswith(f"{c.name}/")]

@@ -122,7 +122,7 @@ class Daemon:
                 return await self._stand_by(rec, "the state database is unusable", "state_database_unusable")
             collected = await self.clusters.collect(rec, only_job)  # discover + collect
             rec.lap("collect")
-            loaded = await self.store.load(collected.samples)
+            loaded = await self.store.load(collected.samples, self.clusters.lease_tokens(self.clock.now_ms()))
             rec.lap("load")
             evaluated = await self._evaluate(collected.samples, loaded, rec.now_ms)
             rec.lap("evaluate")
@@ -225,8 +225,11 @@ class Daemon:
         outcomes += [rec.unavailable(u) for u in collected.unavailable]
         self.schedule.retry_deferred(outcomes, rec.now_ms)
         gone = self.clusters.vanished() if only_job is None else []  # a one-job view forgets nothing
-        lapsed = self.clusters.lapsed(self.clock.now_ms())
-        await self.store.flush(collected.samples, loaded, rec.states, rec.now_ms, gone=gone, lapsed=lapsed)
+        now_ms = self.clock.now_ms()
+        lapsed, tokens = self.clusters.lapsed(now_ms), self.clusters.lease_tokens(now_ms)
+        await self.store.flush(
+            collected.samples, loaded, rec.states, rec.now_ms, gone=gone, lapsed=lapsed, tokens=tokens
+        )
         await rec.publish(self.events, self.delivery)
         if self.archive is not None:  # a hand-over: never waits for the disk, never raises
             self.archive.hand_over(rec.now_ms, collected.samples, outcomes)

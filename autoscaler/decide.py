@@ -342,13 +342,16 @@ def _excluded(v: VertexEvaluation, options: AutoscalerOptions) -> bool:
 
 
 def _memory_pressure(evaluation: JobEvaluation, options: AutoscalerOptions) -> str | None:
-    """GC time or heap usage above threshold blocks scaling; NaN (unmeasured) never blocks."""
+    """GC time or heap usage above threshold blocks scaling; NaN (unmeasured) never blocks, and a
+    threshold of 1.0 (the default) turns its check off: documented as "never", it must not block on a
+    reading above 1 (a GC rate over a second per second, a heap used briefly above its max)."""
     tm = evaluation.sample.taskmanagers
     gc = tm.gc_time_ms_per_s / 1000
-    if not math.isnan(gc) and gc > options.memory_gc_pressure_threshold:
-        return (
-            f"GC pressure {gc:.2f} above memory.gc-pressure.threshold {options.memory_gc_pressure_threshold}"
-        )
+    gc_limit, heap_limit = options.memory_gc_pressure_threshold, options.memory_heap_usage_threshold
+    if gc_limit < 1 and not math.isnan(gc) and gc > gc_limit:
+        return f"GC pressure {gc:.2f} above memory.gc-pressure.threshold {gc_limit}"
+    if heap_limit >= 1:
+        return None
     # The window average, as the reference compares; the current sample where nothing was windowed.
     heap, over = evaluation.custom_metric(HEAP_USAGE_RATIO)[1], "average heap usage"
     if math.isnan(heap):

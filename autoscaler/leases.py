@@ -44,6 +44,9 @@ class ClusterLease:
     cluster: str
     shards: int = 1
     expires: dict[int, int] = field(default_factory=dict)  # shard -> until when this daemon holds it
+    # shard -> the lease's acquired_ms when this daemon last held it: unchanged by renewals, and by a
+    # lapse no other daemon filled, so an equal value later means nobody else acted on its jobs since.
+    acquired: dict[int, int] = field(default_factory=dict)
     holders: dict[int, str | None] = field(default_factory=dict)  # at the last attempt: to log changes
     member: bool = False  # this daemon's membership row is renewed (sharded clusters only)
     assignment: tuple[tuple[str, ...], tuple[int, ...]] | None = None  # (members, mine) last logged
@@ -72,6 +75,13 @@ class ClusterLease:
     def holds_job(self, job_key: str, now_ms: int) -> bool:
         """The job's shard lease is still this daemon's at ``now_ms``: it may still act on the job."""
         return self.expires.get(self.shard(job_key), 0) > now_ms
+
+    def token(self, job_key: str, now_ms: int) -> int | None:
+        """The job's shard lease as this daemon holds it at ``now_ms`` (its ``acquired_ms``), None when
+        it does not: a state computed under one token may be written under the same one only
+        (``autoscaler/state/tick.py`` keeps a tick's state the database refused)."""
+        shard = self.shard(job_key)
+        return self.acquired.get(shard) if self.expires.get(shard, 0) > now_ms else None
 
 
 class LeaseKeeper:
@@ -147,6 +157,8 @@ class LeaseKeeper:
             until = row.expires_ms if row is not None else None
             log.warning("standing_by", cluster=name, instance=me, holder=holder, holder_until_ms=until)
         lease.expires = {0: row.expires_ms} if held and row is not None else {}
+        if held and row is not None:
+            lease.acquired[0] = row.acquired_ms
         lease.holders[0] = holder
 
     # ------------------------------------------------------------------ one lease per shard
@@ -200,6 +212,7 @@ class LeaseKeeper:
             lease.holders[shard] = row.owner
             if row.held_by(me, now_ms):
                 lease.expires[shard] = row.expires_ms
+                lease.acquired[shard] = row.acquired_ms
                 if shard not in before:
                     fresh.append(shard)
                 continue

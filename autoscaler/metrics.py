@@ -158,9 +158,10 @@ class MetricsReporter:
         )
         self.invalid_metric_values = JobCounter(
             "flink_autoscaler_invalid_metric_values",
-            "Metric values that cannot be (a negative or impossibly large count, rate, time or lag), read "
-            "as unknown (NaN) instead of becoming a rate",
-            _JOB_LABELS,
+            "Metric values that cannot be, read as unknown (NaN) instead of becoming a rate, by kind: "
+            "negative, infinite or too_large (a count, rate, time or lag at or above 2^63, a busy or "
+            "back-pressured share above 1100 ms/s)",
+            (*_JOB_LABELS, "kind"),
             registry=r,
             job_labels=j,
         )
@@ -356,7 +357,7 @@ class MetricsReporter:
             (self.metrics_unknown, _JOB_LABELS),
             (self.option_fallbacks, (*_JOB_LABELS, "option")),
             (self.stale_samples, _JOB_LABELS),
-            (self.invalid_metric_values, _JOB_LABELS),
+            (self.invalid_metric_values, (*_JOB_LABELS, "kind")),
             (self.counter_resets, _JOB_LABELS),
             (self.rescales_stuck, _JOB_LABELS),
             (self.rescales_rejected, _JOB_LABELS),

@@ -22,6 +22,7 @@ __all__ = [
     "NAN",
     "AlignmentBounds",
     "Edge",
+    "InvalidValue",
     "JobEvaluation",
     "JobRef",
     "JobSample",
@@ -193,6 +194,25 @@ class TaskManagerMemory:
 
 
 @dataclass(frozen=True, slots=True)
+class InvalidValue:
+    """One metric value that cannot be, read as unknown (``autoscaler/collect/sanity.py``).
+
+    ``kind`` says what is wrong with it, in the words of the warning and of the ``kind`` label of
+    ``flink_autoscaler_invalid_metric_values_total``: ``negative``, ``infinite`` or ``too_large``; ``why``
+    says it for this value (a 1e308 is too large for a Java long, not negative).
+    """
+
+    vertex: str  # the vertex's name (its id when the name is unknown)
+    name: str  # the VertexSample field
+    value: float
+    kind: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.vertex}.{self.name} = {self.value:g} ({self.why})"
+
+
+@dataclass(frozen=True, slots=True)
 class TaskManagerSample:
     """Cluster-level metrics for a job's tick (max over TaskManagers), and the TaskManagers' resources.
 
@@ -220,8 +240,16 @@ class TaskManagerSample:
 
     @property
     def heap_usage_ratio(self) -> float:
-        """Heap used over heap max (each the max over TaskManagers); NaN when either is unknown."""
-        return self.heap_used / self.heap_max if self.heap_max > 0 else NAN
+        """How full the heap is, 0 to 1: heap used over heap max, each the max over TaskManagers.
+
+        NaN (unknown, never blocks) when either is unknown or max is not positive: the JVM reports -1 for
+        an undefined maximum, and a TaskManager not yet started reports 0. Capped at 1 (a full heap):
+        Flink reads used and max at different instants, and used may briefly exceed max, but a heap is
+        never more than full, so a threshold of 1.0 can never be exceeded (issue 35).
+        """
+        if not self.heap_max > 0 or math.isnan(self.heap_used):
+            return NAN
+        return min(self.heap_used / self.heap_max, 1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,9 +276,9 @@ class JobSample:
     # How far the fetch stamps moved at this sample (ms): the job run's earlier samples were stamped this
     # much off against it (autoscaler/collect/freshness.py); moves that add up restart the window.
     restamped_ms: int = 0
-    # Values that cannot be (negative counts, rates, times or lags), read as NaN instead; in words, for
-    # the warning and the counter (autoscaler/collect/sanity.py).
-    invalid_values: tuple[str, ...] = ()
+    # Values that cannot be (negative, infinite or too large counts, rates, times or lags), read as NaN
+    # instead; each with its kind, for the warning and the counter (autoscaler/collect/sanity.py).
+    invalid_values: tuple[InvalidValue, ...] = ()
     # Per vertex: its busy-time skew, and its slow subtasks when they were read (autoscaler/skew.py).
     skew: Mapping[VertexId, VertexSkew] = field(default_factory=dict)
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 import structlog
 
+from autoscaler.collect.sanity import describe_invalid
 from autoscaler.decide import Decision
 from autoscaler.delivery import OutcomeDelivery
 from autoscaler.durations import to_ms
@@ -155,11 +157,19 @@ class TickRecord:
         self.job_event(job.key, options, Reason.STALE_METRICS, EventType.NORMAL, text, key="stale")
 
     def invalid_values(self, sample: JobSample) -> None:
-        """Values that cannot be (negative) were read as unknown (collect/sanity.py): say which, count."""
-        job, values = sample.job, list(sample.invalid_values)
-        self.metrics.invalid_metric_values.labels(job.cluster, job.name).inc(len(values))
-        detail = "negative metric values read as unknown (NaN): no rate is taken from them"
-        log.warning("metric_values_invalid", cluster=job.cluster, job=job.name, values=values, detail=detail)
+        """Values that cannot be (negative, infinite, too large) were read as unknown (collect/sanity.py):
+        say which and why, count them by kind."""
+        job, values = sample.job, sample.invalid_values
+        for kind, count in Counter(v.kind for v in values).items():
+            self.metrics.invalid_metric_values.labels(job.cluster, job.name, kind).inc(count)
+        log.warning(
+            "metric_values_invalid",
+            cluster=job.cluster,
+            job=job.name,
+            values=[str(v) for v in values],
+            kinds=sorted({v.kind for v in values}),
+            detail=describe_invalid(values),
+        )
 
     def unavailable(self, unavailable: Unavailable) -> JobOutcome:
         """A job not evaluated this tick: counted among its decisions by why (a job whose metrics never

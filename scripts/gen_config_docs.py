@@ -386,7 +386,7 @@ GATES: list[tuple[str, str]] = [
     ),
     (
         "GC pressure or heap usage above `memory.gc-pressure.threshold` / `memory.heap-usage.threshold`"
-        " (NaN never blocks)",
+        " (NaN never blocks; a threshold of 1.0 never does either, even on a reading above 1)",
         "`MemoryPressure`",
     ),
     (

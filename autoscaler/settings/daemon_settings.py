@@ -29,6 +29,7 @@ from autoscaler.settings.profiles import PROFILES
 from autoscaler.settings.values import Duration
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+_ENV_PREFIX = "FLINK_AUTOSCALER_"
 DECISION_HISTORY = 20  # decisions kept per job by default (decision_history)
 MAX_DECISION_HISTORY = 1000
 # The per-vertex Prometheus series: every reported gauge (all), the dashboard's set (scaling) or none.
@@ -468,12 +469,63 @@ class Settings(BaseSettings):
                 f"must hold JSON; the cause: {exc.__cause__ or 'unknown'})"
             ) from exc
         except ConfigError as exc:
-            raise ConfigError(f"{exc} (in {source})") from exc
+            raise ConfigError(f"{exc} (in {_sources(source, _OPTION_SECTIONS)})") from exc
         except ValidationError as exc:
             nested = [e for e in exc.errors() if isinstance(e.get("ctx", {}).get("error"), ConfigError)]
             if nested:
-                raise ConfigError(f"{nested[0]['ctx']['error']} (in {source})") from exc
-            raise ConfigError(describe_errors(exc, source, lambda loc: loc)) from exc
+                where = _sources(source, _OPTION_SECTIONS)
+                raise ConfigError(f"{nested[0]['ctx']['error']} (in {where})") from exc
+            blamed = [_env_var(err["loc"]) for err in exc.errors()]
+            from_file = source if any(var is None for var in blamed) else None
+            where = _where(from_file, [var for var in blamed if var is not None])
+            raise ConfigError(describe_errors(exc, where, _key_or_env_var)) from exc
+
+
+# The settings an option error (``AutoscalerOptions`` of an ``autoscaler:`` section) may come from.
+_OPTION_SECTIONS = (("autoscaler",), ("clusters",))
+
+
+def _env_var(loc: tuple[int | str, ...]) -> str | None:
+    """The ``FLINK_AUTOSCALER_*`` variable that set the value at ``loc`` (a validation error's place),
+    if one did: environment variables win over the file, so an error there is the variable's, and the
+    message must name it, not the file (issue 35). A variable sets a whole field (``..._LOG_LEVEL``,
+    ``..._CLUSTERS`` as JSON) or a nested one (``..._SPARK__MASTER``); the longest match is the one."""
+    present = {name.upper(): name for name in os.environ}
+    for n in range(len(loc), 0, -1):
+        parts = loc[:n]
+        if all(isinstance(p, str) for p in parts):
+            name = present.get(_ENV_PREFIX + "__".join(str(p) for p in parts).upper())
+            if name is not None:
+                return name
+    return None
+
+
+def _key_or_env_var(key: str) -> str:
+    """A top-level key as an error names it: the variable that set it, if one did."""
+    return _env_var((key,)) or key
+
+
+def _where(path: str | None, variables: list[str], joiner: str = "and") -> str:
+    """``in <where>`` of an error message: the file, the environment variables, or both (``joiner``:
+    "and" when errors come from each, "or" when the error's source cannot be told apart)."""
+    said = list(dict.fromkeys(variables))
+    env = f"the environment variable{'s' if len(said) > 1 else ''} {', '.join(said)}" if said else ""
+    if path is not None and env:
+        return f"{path} {joiner} {env}"
+    return env or path or "defaults"
+
+
+def _sources(path: str, fields: tuple[tuple[str, ...], ...]) -> str:
+    """Where an error of one of ``fields`` may come from: the file, or the variables that set them
+    (merged with the file's sections, so either may hold the key)."""
+    variables = [var for loc in fields if (var := _env_var(loc)) is not None]
+    variables += [
+        name
+        for name in os.environ
+        for loc in fields
+        if name.upper().startswith(_ENV_PREFIX + loc[0].upper() + "__")
+    ]
+    return _where(None if path == "defaults" and variables else path, variables, "or")
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

@@ -226,8 +226,10 @@ class RuntimeOptions(BaseModel):
         1.0,
         validation_alias=_k("memory.heap-usage.threshold"),
         description=(
-            "Block scaling while the window average of TaskManager heap used / max is above this"
-            " (1.0: never)."
+            "Block scaling while the window average of how full the TaskManagers' heap is lies above this "
+            "(1.0: never). The ratio is heap used / heap max, each the max over TaskManagers, capped at 1 "
+            "(used briefly above max reads as full); unknown, and never blocking, when max is not reported "
+            "(-1 or 0)."
         ),
     )
     history_max_count: int = Field(

@@ -1,17 +1,26 @@
 """The state layer as one tick uses it: read every job's state and stored window at the start, write
 the whole tick back in one transaction at the end.
 
-All of it runs off the event loop (the store may be a database on the network). A write that fails
-is like a crash: the tick is lost, the next one recomputes from what the store holds, and idempotent
-realizing keeps a rescale the lost tick issued from being sent twice.
+All of it runs off the event loop (the store may be a database on the network). A write the database
+refuses (a SQLite file another process holds locked past the busy timeout, a PostgreSQL server gone) is
+not a crash, and loses nothing: the jobs' new states are kept in memory and written by the next tick
+that holds their leases, which also decides from them (issue 35: a held lock lost the tick's state, and
+logged a traceback). Kept only while nobody else may have acted on the job: the lease's ``acquired_ms``
+(``ClusterLease.token``) must be the one the state was computed under; if another daemon held the lease
+in between, its stored state is newer and the kept one is dropped (``state_unsaved_dropped``). The
+tick's window rows are not kept: the stored window has a hole of one tick, which rates span.
+Any other failure (a bug) is like a crash: the tick is lost, the next one recomputes from what the
+store holds, and idempotent realizing keeps a rescale the lost tick issued from being sent twice.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import structlog
+from sqlalchemy.exc import DBAPIError
 
 from autoscaler.durations import to_ms
 from autoscaler.metrics import MetricsReporter
@@ -24,6 +33,8 @@ from autoscaler.state.store import StateStore, custom_window_rows, group_window,
 __all__ = ["Loaded", "TickStore"]
 
 log = structlog.get_logger(__name__)
+
+Tokens = Callable[[str], int | None]  # job key -> its lease token now (Clusters.lease_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +58,41 @@ class TickStore:
         self.metrics = metrics
         self.persist_window = persist_window
         self._restored: set[str] = set()  # jobs whose stored window this process replayed
+        # job key -> (lease token, state): states the database refused, written at the next chance
+        self._unsaved: dict[str, tuple[int | None, JobState]] = {}
 
     # ------------------------------------------------------------------ load
-    async def load(self, samples: Sequence[JobSample]) -> Loaded:
-        """Every job's remembered state in one read, then the stored windows not replayed yet."""
+    async def load(self, samples: Sequence[JobSample], tokens: Tokens | None = None) -> Loaded:
+        """Every job's remembered state in one read, then the stored windows not replayed yet. A state
+        the database refused at an earlier tick stands in for the stored one while it is still this
+        daemon's (``tokens``, module doc)."""
         keys = [s.job.key for s in samples]
         states = await offload(self.state.load_many, keys) if keys else {}
+        if self._unsaved:
+            states = {**states, **self._still_mine(keys, tokens)}
         return Loaded(states, await self._stored_windows(samples))
+
+    def _still_mine(self, keys: Iterable[str], tokens: Tokens | None) -> dict[str, JobState]:
+        """The kept states of these jobs that are still this daemon's to write; those of a job another
+        daemon held since are dropped (its stored state is newer). A job whose lease this daemon does
+        not hold now keeps its state for when it does."""
+        mine: dict[str, JobState] = {}
+        for key in keys:
+            if key not in self._unsaved:
+                continue
+            token, state = self._unsaved[key]
+            now = tokens(key) if tokens is not None else token
+            if now == token:
+                mine[key] = state
+            elif now is not None:
+                del self._unsaved[key]
+                log.warning(
+                    "state_unsaved_dropped",
+                    job=key,
+                    detail="another daemon held the job's lease since this daemon's state write failed: "
+                    "its stored state is newer than the one kept",
+                )
+        return mine
 
     async def _stored_windows(self, samples: Sequence[JobSample]) -> dict[str, list[JobSample]]:
         """The stored window of each job this process has not evaluated yet (e.g. after a restart).
@@ -113,7 +152,8 @@ class TickStore:
         return out
 
     def forget(self, keys: Iterable[str]) -> None:
-        """Replay these jobs' stored windows again when they come back to this process."""
+        """Replay these jobs' stored windows again when they come back to this process. A state the
+        database refused stays kept: the lease token decides whether it is still this daemon's."""
         self._restored.difference_update(keys)
 
     # ------------------------------------------------------------------ flush
@@ -126,19 +166,27 @@ class TickStore:
         *,
         gone: Sequence[str] = (),
         lapsed: Callable[[str], bool] | None = None,
+        tokens: Tokens | None = None,
     ) -> None:
         """Write the tick in one transaction: changed states, the tick's samples, the window trim.
 
         ``states`` are the states the tick produced (unchanged ones are not written); ``gone`` jobs
         left their cluster and drop their window rows; ``lapsed`` says of a job key whether this
         daemon lost its lease (its cluster's or its shard's) during the tick: such a job is not
-        written, since another daemon may own it by now.
+        written, since another daemon may own it by now. ``tokens`` gives each job's lease token, under
+        which a state the database refuses is kept for the next tick (module doc).
         """
         if lapsed is not None:
             samples = [s for s in samples if not lapsed(s.job.key)]
             states = {key: state for key, state in states.items() if not lapsed(key)}
             gone = [key for key in gone if not lapsed(key)]
-        changed = {key: state for key, state in states.items() if loaded.states.get(key) != state}
+        for key in gone:
+            self._unsaved.pop(key, None)
+        kept = self._still_mine(list(self._unsaved), tokens)
+        changed = {
+            key: state for key, state in states.items() if loaded.states.get(key) != state or key in kept
+        }
+        changed = {**kept, **changed}  # a kept state not in this tick: written as it was kept
         rows = {s.job.key: window_rows(s) for s in samples} if self.persist_window else {}
         custom = {s.job.key: custom_window_rows(s) for s in samples if s.job.key in rows}
         custom = {key: measured for key, measured in custom.items() if measured}
@@ -161,7 +209,32 @@ class TickStore:
         try:
             if changed or rows or cut:
                 await offload(write)
+        except (DBAPIError, sqlite3.Error, OSError) as exc:  # the database, not the daemon: kept
+            for key, state in changed.items():
+                self._unsaved[key] = (tokens(key) if tokens is not None else None, state)
+            log.error(
+                "state_save_failed",
+                error=_cause(exc),
+                jobs=sorted(changed),
+                detail="the state database refused this tick's write (locked by another process, or "
+                "unreachable): the jobs' states are kept in memory and written at the next tick that holds "
+                "their leases",
+            )
+            self._count_failure(samples)
         except Exception as exc:
             log.error("state_save_failed", error=str(exc), jobs=sorted(changed), exc_info=True)
-            for cluster in sorted({s.job.cluster for s in samples}):
-                self.metrics.report_error(cluster, Reason.STATE_STORE_ERROR)
+            self._count_failure(samples)
+        else:
+            late = sorted(key for key in kept if self._unsaved.pop(key, None) is not None)
+            if late:
+                log.info("state_unsaved_written", jobs=late, detail="the states kept since a failed write")
+
+    def _count_failure(self, samples: Sequence[JobSample]) -> None:
+        for cluster in sorted({s.job.cluster for s in samples}):
+            self.metrics.report_error(cluster, Reason.STATE_STORE_ERROR)
+
+
+def _cause(exc: BaseException) -> str:
+    """The database's own words ("database is locked"), without SQLAlchemy's statement and link."""
+    orig = getattr(exc, "orig", None) or exc
+    return f"{type(orig).__name__}: {orig}"

@@ -72,7 +72,7 @@ FAULTS: dict[str, tuple[Fault, str, str | None]] = {
     "wrong-shape": (Answer(200, b'{"status": "ok"}'), "/resource-requirements$", "GET"),
     "nan": (SetMetric(".", math.nan), SUBTASK_METRICS, "GET"),
     "negative": (SetMetric(".", -1000.0), SUBTASK_METRICS, "GET"),
-    "huge": (SetMetric(r"\.pendingRecords$", 1e300), SUBTASK_METRICS, "GET"),
+    "huge": (SetMetric(r"\.pendingRecords$", 1e308), SUBTASK_METRICS, "GET"),
     "decreasing": (DecreasingMetric(r"^Source__.*\.numRecords(In|Out)$", 0.9), SUBTASK_METRICS, "GET"),
     "missing-busy": (DropMetric("^busyTimeMsPerSecond$", listing=True), SUBTASK_METRICS, "GET"),
     "missing-lag": (DropMetric(r"\.pendingRecords$", listing=False), SUBTASK_METRICS, "GET"),
@@ -242,8 +242,10 @@ def test_negative_metric_values_are_read_as_unknown_and_leave_no_trace_in_the_re
     name, daemon = "negative", world.daemon
     job = world.jobs[name]
     line = daemon.wait_job_log("metric_values_invalid", job)
-    assert any("pending_records = -1000" in value for value in line["values"])
-    assert daemon.metric("flink_autoscaler_invalid_metric_values_total", cluster=CLUSTER, job=name) > 0
+    assert any("pending_records = -1000 (negative)" in value for value in line["values"])
+    assert line["kinds"] == ["negative"]
+    labels = {"cluster": CLUSTER, "job": name, "kind": "negative"}
+    assert daemon.metric("flink_autoscaler_invalid_metric_values_total", **labels) > 0
     daemon.wait_job_log("metrics_unknown", job)
     world.assert_not_rescaled(name)
 
@@ -251,14 +253,17 @@ def test_negative_metric_values_are_read_as_unknown_and_leave_no_trace_in_the_re
 
 
 def test_huge_metric_values_are_rejected_not_scaled_on(world: World) -> None:
-    """``pendingRecords`` is a Java long gauge: 1e300 cannot be. It must be named and counted as invalid,
-    like a negative one, and never sized for (a catch-up rate of 1e297 records/s)."""
+    """``pendingRecords`` is a Java long gauge: 1e308 cannot be. It must be named and counted as invalid,
+    as too large (issue 35: it was called negative), and never sized for (a catch-up rate of 1e305
+    records/s)."""
     name, daemon = "huge", world.daemon
     job = world.jobs[name]
     world.assert_not_rescaled(name)
     line = daemon.wait_job_log("metric_values_invalid", job)
-    assert any("pending_records" in value for value in line["values"])
-    assert daemon.metric("flink_autoscaler_invalid_metric_values_total", cluster=CLUSTER, job=name) > 0
+    assert any("pending_records = 1e+308 (too large" in value for value in line["values"])
+    assert line["kinds"] == ["too_large"] and "negative" not in line["detail"]
+    labels = {"cluster": CLUSTER, "job": name, "kind": "too_large"}
+    assert daemon.metric("flink_autoscaler_invalid_metric_values_total", **labels) > 0
 
     world.heal(name)
 

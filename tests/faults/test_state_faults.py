@@ -61,6 +61,8 @@ def test_a_locked_then_deleted_state_database_costs_no_state_and_never_two_leade
                 locker.close()
             a.wait_log("lease_acquired", since=mark, cluster="sim")
             assert a.metric("flink_autoscaler_errors_total", reason="StateStoreError") >= 1
+            # Said in words, not a traceback, wherever the lock met the daemon (issue 35).
+            assert not [line for line in a.logs(since=mark) if "exception" in line]
 
             # Deleted: put back before the next lease renewal.
             mark = a.mark()

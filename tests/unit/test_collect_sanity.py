@@ -35,7 +35,9 @@ async def test_a_negative_busy_time_counter_is_read_as_unknown_and_named(
     fake.values[WORK]["accumulateBusyTimeMs"] = {"min": -5e6, "max": -5e6, "avg": -5e6, "sum": -5e6}
     sample = await sample_job(client, MetricNameCache())
     assert math.isnan(sample.vertices[WORK].accumulated_busy_time_agg_ms)
-    assert sample.invalid_values == ("Work.accumulated_busy_time_agg_ms = -5e+06",)
+    assert [str(v) for v in sample.invalid_values] == [
+        "Work.accumulated_busy_time_agg_ms = -5e+06 (negative)"
+    ]
     assert sample.vertices[SRC] == (await sample_job(client, MetricNameCache())).vertices[SRC]
 
 
@@ -52,7 +54,9 @@ def test_without_impossible_leaves_nan_and_the_derived_infinity_alone() -> None:
     out, invalid = without_impossible({"v": fine}, {"v": "V"})
     assert out["v"] is fine and invalid == ()
     out, invalid = without_impossible({"v": VertexSample(pending_records=-math.inf)}, {})
-    assert math.isnan(out["v"].pending_records) and invalid == ("v.pending_records = -inf",)
+    assert math.isnan(out["v"].pending_records) and [str(v) for v in invalid] == [
+        "v.pending_records = -inf (infinite)"
+    ]
 
 
 def test_values_no_flink_metric_can_hold_are_unknown_too() -> None:
@@ -68,11 +72,11 @@ def test_values_no_flink_metric_can_hold_are_unknown_too() -> None:
     assert math.isnan(out["v"].pending_records) and math.isnan(out["v"].num_records_in)
     assert math.isnan(out["v"].busy_time_ms_per_s) and out["v"].backpressured_ms_per_s == 1000.0
     assert out["v"].num_records_out == 9.2e18  # large, but a Java long can hold it
-    assert invalid == (
-        "Src.busy_time_ms_per_s = 5000",
-        "Src.num_records_in = inf",
-        "Src.pending_records = 1e+300",
-    )
+    assert [str(v) for v in invalid] == [
+        "Src.busy_time_ms_per_s = 5000 (too large: a share of a second above 1100 ms/s)",
+        "Src.num_records_in = inf (infinite)",
+        "Src.pending_records = 1e+300 (too large: at or above 2^63, beyond any Java long Flink reports)",
+    ]
 
 
 def test_a_negative_point_is_a_hole_the_rate_spans_the_good_points_around_it() -> None:
