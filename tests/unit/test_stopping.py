@@ -54,9 +54,12 @@ async def test_a_blocked_call_runs_on_a_daemon_thread_is_listed_and_not_started_
         assert await call_blocking("other", "another call", lambda: 7) == 7  # other keys run
     finally:
         release.set()
-    for _ in range(200):  # the abandoned thread returns: it is no longer listed
-        if not still_running():
-            break
+    await _until_nothing_runs()  # the abandoned thread returned: it is no longer listed
+
+
+async def _until_nothing_runs() -> None:
+    deadline = time.monotonic() + 10
+    while still_running() and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     assert still_running() == []
 
@@ -109,10 +112,7 @@ async def test_a_plain_metric_provider_that_blocks_leaves_the_loop_running_and_c
         assert f"metric provider 'stuck' ({__name__}." in listed and f"for {JOB.key}" in listed
     finally:
         release.set()
-    for _ in range(200):
-        if not still_running():
-            break
-        await asyncio.sleep(0.01)
+    await _until_nothing_runs()
     assert await external_metrics(provider, ctx, budget_s=5) == {"q": 1.0}
 
 
