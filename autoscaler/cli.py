@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import signal
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -155,6 +154,8 @@ def _reader_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from autoscaler.stopping import exit_process
+
     settings = Settings.load(args.config)
     configure_logging(settings.log_format, settings.log_level)
     for warning in settings.option_warnings():
@@ -162,7 +163,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not settings.clusters:
         raise ConfigError(NO_CLUSTERS)
     tune_gc()  # a fleet's metric window is a million Python objects: see autoscaler/gc_tuning.py
-    return asyncio.run(_run(settings, args.decisions_dir or settings.decisions_dir))
+    code = asyncio.run(_run(settings, args.decisions_dir or settings.decisions_dir))
+    return exit_process(code)  # the last line names plugin calls left running (autoscaler/stopping.py)
 
 
 async def _run(settings: Settings, decisions_dir: Path | None = None) -> int:
@@ -253,14 +255,15 @@ async def _serve(
 
 
 async def _until_stopped(daemon: Daemon) -> None:
+    """Until SIGTERM or SIGINT, which also arm the stop's watchdog (``autoscaler.stopping``)."""
+    from autoscaler.stopping import stop_on_signals
+
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await daemon.serve(stop)
-    finally:
-        await daemon.aclose()
+    with stop_on_signals(stop):
+        try:
+            await daemon.serve(stop)
+        finally:
+            await daemon.aclose()
 
 
 @contextlib.contextmanager

@@ -248,7 +248,13 @@ class Daemon:
 
     # ------------------------------------------------------------------ lifecycle
     async def serve(self, stop: asyncio.Event) -> None:
-        """Run ticks on the schedule until ``stop`` is set, then let a running tick finish."""
+        """Run ticks on the schedule until ``stop`` is set; a tick then under way is cancelled.
+
+        A cancelled tick saves nothing: its state is written in one transaction at its end, so the next
+        daemon resumes from the tick before it, as after a crash (a rescale it sent is found running,
+        never sent twice). A plain plugin call it waited for is left running on its own thread
+        (``autoscaler.plugins.calls``); the process does not wait for it (``autoscaler.stopping``).
+        """
         interval = self.settings.control_loop_interval
         log.info(
             "daemon_started",
@@ -264,7 +270,7 @@ class Daemon:
                 housekeeping=self._cleanup,
             )
         finally:
-            async with self._tick_lock:  # let a running tick finish so its state is saved
+            async with self._tick_lock:  # the cancelled tick has unwound
                 pass
             await self.delivery.drain()  # and its decisions written
             if self.archive is not None:  # and its archive rows

@@ -44,6 +44,8 @@ class Schedule:
         self.retries: dict[str, int] = {}
         self._tick: Callable[[], Awaitable[object]] | None = None
         self._job_tick: Callable[[str], Awaitable[object]] | None = None
+        self._housekeeping: Callable[[], Awaitable[None]] | None = None
+        self._stopping = False  # set as ``stop`` is: the scheduler's shutdown cancels a running tick
 
     async def serve(
         self,
@@ -57,7 +59,7 @@ class Schedule:
         """Run ``tick`` every ``interval`` until ``stop`` is set: never two at once, missed ticks
         coalesced. ``job_tick(job_key)`` runs the retries; ``housekeeping`` runs once a day."""
         interval_s = interval.total_seconds()
-        self._tick, self._job_tick = tick, job_tick
+        self._tick, self._job_tick, self._housekeeping = tick, job_tick, housekeeping
         scheduler = self.scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop())
         scheduler.add_job(
             self._run_tick,
@@ -70,7 +72,7 @@ class Schedule:
             next_run_time=datetime.now(UTC),
         )
         scheduler.add_job(
-            housekeeping,
+            self._run_housekeeping,
             "interval",
             days=1,
             id="cleanup",
@@ -83,7 +85,8 @@ class Schedule:
         try:
             await stop.wait()
         finally:
-            scheduler.shutdown(wait=False)
+            self._stopping = True
+            scheduler.shutdown(wait=False)  # cancels a tick under way
             self.scheduler = None
 
     def retry_deferred(self, outcomes: Iterable[JobOutcome], now_ms: int) -> None:
@@ -122,6 +125,10 @@ class Schedule:
         assert self._tick is not None
         try:
             await self._tick()
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+            _cancelled()
         except Exception as exc:  # the loop must survive anything
             log.error("tick_failed", error=str(exc), exc_info=True)
 
@@ -130,8 +137,21 @@ class Schedule:
         assert self._job_tick is not None
         try:
             await self._job_tick(job_key)
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+            _cancelled(job=job_key)
         except Exception as exc:  # the loop must survive anything
             log.error("job_tick_failed", job=job_key, error=str(exc), exc_info=True)
+
+    async def _run_housekeeping(self) -> None:
+        assert self._housekeeping is not None
+        try:
+            await self._housekeeping()
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+            log.info("cleanup_cancelled", reason="the daemon is stopping")
 
     def _on_skipped(self, interval_s: float) -> Callable[[JobEvent], None]:
         def skipped(event: JobEvent) -> None:
@@ -140,6 +160,13 @@ class Schedule:
             log.info("tick_skipped", reason="previous tick still running", interval_s=interval_s)
 
         return skipped
+
+
+def _cancelled(**job: str) -> None:
+    """A tick the stop cut short is part of a clean stop, not a failure: one plain line, where
+    APScheduler would log an ERROR traceback. Its state is written in one transaction at its end, so
+    what it had not saved is simply not saved; a rescale it sent is found running next time."""
+    log.info("tick_cancelled", reason="the daemon is stopping", **job)
 
 
 async def cleanup(events: EventSink, state: StateStore, now_ms: int, event_retention_ms: int) -> None:

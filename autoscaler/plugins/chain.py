@@ -1,11 +1,13 @@
 """Runs the executor-plugin chain for one job: priority order, per-plugin budget, veto on failure.
 
-A plugin's ``apply`` may be ``async`` or plain. A plain one runs on a worker thread of the chain's own
-small pool, never on the event loop: a plugin that blocks (a synchronous HTTP call without a timeout,
-a lock) would otherwise freeze every cluster's tick, the health endpoints and the signal handlers
-(issue 12). Its budget covers the thread; a plugin still running from an earlier call when it is due
-again fails at once instead of taking a second thread, so a hung plugin holds one thread, not one per
-tick. A :class:`~autoscaler.plugins.api.Verdict` is unwrapped, its reason kept in the outcome. Whatever a
+A plugin's ``apply`` may be ``async`` or plain. A plain one runs on a daemon thread of its own, never on
+the event loop (:mod:`autoscaler.plugins.calls`): a plugin that blocks (a synchronous HTTP call without
+a timeout, a lock) would otherwise freeze every cluster's tick, the health endpoints and the signal
+handlers (issue 12), and a stopping daemon does not wait for it (issue 35). Its budget covers the
+thread; a plugin still running from an earlier call when it is due again fails at once instead of
+taking a second thread, so a hung plugin holds one thread, not one per tick.
+
+A :class:`~autoscaler.plugins.api.Verdict` is unwrapped, its reason kept in the outcome. Whatever a
 plugin returns is checked before it is used: anything but a mapping of vertex ids
 to :class:`~autoscaler.decide.VertexChange` with whole parallelisms within 1..max parallelism fails
 the chain with ``PluginFailed``, which vetoes the scaling.
@@ -15,9 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,20 +25,12 @@ import structlog
 
 from autoscaler.decide import VertexChange
 from autoscaler.plugins.api import Changes, PluginContext, ScalingExecutorPlugin, Verdict
+from autoscaler.plugins.calls import StillRunning, call_blocking, describe
 from autoscaler.reasons import Reason
 
 __all__ = ["ChainResult", "PluginOutcome", "order_plugins", "run_chain"]
 
 log = structlog.get_logger(__name__)
-
-# Plain (synchronous) plugins run here, one call per plugin at a time (see the module doc).
-_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="plugin")
-_RUNNING: set[int] = set()  # id() of the plugins whose plain apply is still running on the pool
-_RUNNING_LOCK = threading.Lock()
-
-
-class _StillRunning(Exception):
-    """The plugin's previous call has not returned: it is not called a second time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +70,7 @@ async def run_chain(
         ctx = context(plugin) if callable(context) else context
         try:
             result = await asyncio.wait_for(_call(plugin, ctx, current), timeout=budget_s)
-        except _StillRunning:
+        except StillRunning:
             detail = "its previous call has not returned yet (blocked?); not called again"
             outcomes.append(PluginOutcome(plugin.name, Reason.PLUGIN_FAILED, detail))
             log.warning("plugin_still_running", plugin=plugin.name)
@@ -114,23 +106,11 @@ async def run_chain(
 
 
 async def _call(plugin: ScalingExecutorPlugin, ctx: PluginContext, changes: Changes) -> Any:
-    """The plugin's answer: an ``async`` apply on the loop, a plain one on the pool (module doc)."""
+    """The plugin's answer: an ``async`` apply on the loop, a plain one on a thread (module doc)."""
     if inspect.iscoroutinefunction(plugin.apply):
         return await plugin.apply(ctx, changes)
-    key = id(plugin)
-    with _RUNNING_LOCK:
-        if key in _RUNNING:
-            raise _StillRunning
-        _RUNNING.add(key)
-
-    def run() -> Any:
-        try:
-            return plugin.apply(ctx, changes)
-        finally:
-            with _RUNNING_LOCK:
-                _RUNNING.discard(key)
-
-    result = await asyncio.get_running_loop().run_in_executor(_POOL, run)
+    label = f"executor plugin {describe(plugin, plugin.name)}.apply"
+    result = await call_blocking((id(plugin), "apply"), label, lambda: plugin.apply(ctx, changes))
     return await result if inspect.isawaitable(result) else result
 
 

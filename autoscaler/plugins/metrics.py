@@ -23,13 +23,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import structlog
 
 from autoscaler.model import JobRef, JobTopology, VertexId
+from autoscaler.plugins.calls import call_blocking, describe
 from autoscaler.settings import AutoscalerOptions
 
 if TYPE_CHECKING:
@@ -151,24 +152,32 @@ async def external_metrics(
 ) -> dict[str, float]:
     """One provider's external metrics within ``budget_s``; on any failure its declared names are NaN.
 
-    ``collect_external_metrics`` may be ``async`` (awaited within the budget) or plain. A value that is
-    not a number becomes NaN on its own: one bad value must not cost the others.
+    ``collect_external_metrics`` may be ``async`` (awaited within the budget) or plain. A plain one runs
+    on a daemon thread of its own (:mod:`autoscaler.plugins.calls`): on the event loop, one that blocks
+    froze the daemon, signals included, so SIGTERM could not stop it. While a job's call has not
+    returned, that provider is not called again for that job. A value that is not a number becomes NaN
+    on its own: one bad value must not cost the others.
     """
     declared = _declared(provider, "external_metric_names", provider.provider.external_metric_names)
     out = dict.fromkeys(declared, math.nan)
     try:
-        result: Mapping[str, float] | Awaitable[Mapping[str, float]] = (
-            provider.provider.collect_external_metrics(context)
-        )
-        if inspect.isawaitable(result):
-            result = await asyncio.wait_for(result, timeout=budget_s)
-        values = dict(result)
+        values = dict(await asyncio.wait_for(_collect(provider, context), timeout=budget_s))
     except Exception as exc:  # TimeoutError included: never fatal, the names are simply not measured
         _provider_failed(provider, "collect_external_metrics", exc, job=context.job.key)
         return out
     for name, value in values.items():
         out[str(name)] = _float(value, provider.name, str(name))
     return out
+
+
+async def _collect(provider: ConfiguredProvider, context: ExternalMetricsContext) -> Mapping[str, float]:
+    collect = provider.provider.collect_external_metrics
+    if inspect.iscoroutinefunction(collect):
+        return await collect(context)
+    label = f"metric provider {describe(provider.provider, provider.name)}.collect_external_metrics"
+    key = (id(provider.provider), "collect_external_metrics", context.job.key)
+    result = await call_blocking(key, f"{label} for {context.job.key}", lambda: collect(context))
+    return await result if inspect.isawaitable(result) else result
 
 
 def _declared(p: ConfiguredProvider, method: str, call: Callable[[], Iterable[object]]) -> list[str]:
