@@ -3,6 +3,10 @@
 discover -> JobTarget; collect -> JobSample | Unavailable; evaluate -> JobEvaluation;
 decide -> Decision; plugins -> Decision; realize -> RealizeResult. NaN means "not measured" for
 every float in a sample or an evaluation, never zero.
+
+Over 400 lines because every hand-off value lives in this one module, so that no stage imports
+another stage's module for its types; each value is small, and splitting them by stage would bring
+back the imports between stages this module exists to avoid.
 """
 
 from __future__ import annotations
