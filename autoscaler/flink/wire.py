@@ -20,8 +20,8 @@ answer hold the whole tick and the daemon's memory:
 
 - **One deadline per request**, for connecting, the headers and the whole body together (the client
   sets it once, see :meth:`FlinkClient._send`): a timeout per socket read restarts with every byte,
-  so an answer trickling at a byte a second was read for minutes. Past the deadline the request is a
-  ``ReadTimeout`` (a ``ConnectTimeout`` while still connecting), whatever it had received.
+  so an answer trickling at a byte a second was read for minutes. Past the deadline the request is an
+  ``httpx.TimeoutException`` (a ``ReadTimeout``), whatever it had received.
 - **At most ``max_answer_bytes`` of body**: a ``Content-Length`` above it is refused before the body is
   read, and a body without one (chunked) or one that is longer when decompressed stops being read at
   the limit (:class:`AnswerTooLarge`); its connection is closed, not reused.
