@@ -2,15 +2,15 @@
 
 Every failure surfaces as a :class:`~autoscaler.flink.errors.FlinkError` naming the cluster, URL and
 endpoint. GETs are retried once on a transport error (a JobManager behind a load balancer drops idle
-connections) within the request's one deadline, but never after a timeout (see :meth:`FlinkClient._send`);
-HTTP errors are answers, not glitches, and are never retried. An answer longer than the client's
-``max_answer_bytes`` is not read whole and counts as ``bad_payload``, as does JSON nested too deeply
-to parse. A semaphore keeps the
-daemon from flooding one JobManager when it queries many vertices at once. What every request shares
-apart from its endpoint (TLS, endpoint templates, error texts) is in :mod:`autoscaler.flink.rest`; how a
-2xx body becomes the endpoint's typed value is in :mod:`autoscaler.flink.payloads`, and the body is read
-before the request hook hears of the request, so a body of the wrong shape counts as ``bad_payload``.
-What puts a request on the wire (aiohttp, or httpx on request) is in :mod:`autoscaler.flink.wire`.
+connections) within the request's one deadline, but never after a timeout (see
+:meth:`FlinkClient._send`); HTTP errors are answers, not glitches, and are never retried. An answer
+longer than the client's ``max_answer_bytes`` is not read whole and counts as ``bad_payload``, as does
+JSON nested too deeply to parse. A semaphore keeps the daemon from flooding one JobManager when it
+queries many vertices at once. What every request shares apart from its endpoint (TLS, endpoint
+templates, error texts) is in :mod:`autoscaler.flink.rest`; how a 2xx body becomes the endpoint's typed
+value is in :mod:`autoscaler.flink.payloads`, and the body is read before the request hook hears of the
+request, so a body of the wrong shape counts as ``bad_payload``. What puts a request on the wire
+(aiohttp, or httpx on request) is in :mod:`autoscaler.flink.wire`.
 """
 
 from __future__ import annotations

@@ -261,7 +261,7 @@ def test_a_trickling_answer_costs_its_job_one_deadline_and_the_other_jobs_nothin
     assert world.rest_errors("/jobs/:jobid/vertices/:vertexid/subtasks/metrics", "unreachable") > 0
     # Every tick was short: the slowest job waits one deadline, not an answer's whole length.
     ticks = daemon.metric("flink_autoscaler_tick_duration_seconds_count")
-    assert daemon.metric("flink_autoscaler_tick_duration_seconds_bucket", le="30.0") == ticks
+    assert daemon.metric("flink_autoscaler_tick_duration_seconds_bucket", le="60.0") == ticks
     # The others were decided in the ticks hit-job timed out in (one decision per job and tick; the
     # log may end within a tick, between its decision lines).
     timed_out = [d for d in daemon.decisions(hit) if d["outcome"] == "ClusterUnreachable"]
