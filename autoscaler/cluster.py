@@ -116,6 +116,7 @@ class Clusters:
                 options.rest_client_timeout,
                 transport=transports.get(cs.name),
                 on_request=metrics.report_request,
+                max_answer_bytes=options.rest_client_max_answer_size,
             )
             self.sessions.append(ClusterSession(cs, client, options))
 

@@ -177,6 +177,8 @@ def allowed_values(name: str, field: FieldInfo) -> str:
         return "duration (`30 s`, `5 min`, `1 h`, `PT5M`)"
     if name == "quota_memory":
         return "memory size (`16 gb`, `512 mb`, bytes) >= 0"
+    if name == "rest_client_max_answer_size":
+        return "memory size (`64 mb`, `512 kb`, bytes) >= 1 kb"
     bounds = [f">= {m.ge:g}" for m in field.metadata if isinstance(m, annotated_types.Ge)]
     bounds += [f"<= {m.le:g}" for m in field.metadata if isinstance(m, annotated_types.Le)]
     if base is int:

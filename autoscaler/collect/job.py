@@ -11,6 +11,12 @@ Flink's metric fetcher is lazy, so the very first queries of a job can come back
 first collection, when a vertex's answer is empty or lacks a required name, the job is therefore
 collected once more after a short pause (the warm-up) before the tick is given up as
 ``PARTIAL_METRICS``.
+
+Neither reads a failed request again: a request that timed out (or was refused as too large, or not
+JSON) ends the job's collection for the tick, because its one deadline (:meth:`FlinkClient._send`) is
+all a request of the tick gets. And a reading that took longer than that deadline is not read again
+because a fetch landed among its answers: the next reading would take as long and most likely mix
+again, and the tick, which waits for its slowest job, cannot afford the second one.
 """
 
 from __future__ import annotations
@@ -216,10 +222,18 @@ async def _read_mixed_once(
     """The job's answers, read again once after a short pause if a fetch landed among them.
 
     A fetch lands within a fraction of a second, so the second reading is whole; if it is still not (the
-    two sides of the check never agree on this cluster), it is kept as it is, with a log line.
+    two sides of the check never agree on this cluster), it is kept as it is, with a log line. A first
+    reading that took longer than one request's deadline (``client.timeout_s``) is kept mixed at once:
+    a cluster that slow is not asked twice in one tick (see the module's docstring).
     """
+    loop = asyncio.get_running_loop()
+    started = loop.time()
     reading = await _read(client, target, now_ms, cache, providers)
     if not reading.mixed:
+        return reading
+    took_s = loop.time() - started
+    if took_s > client.timeout_s:
+        log.warning("metric_fetch_landed_mid_slow_read", job=target.job.key, took_s=round(took_s, 3))
         return reading
     log.info("metric_fetch_landed_mid_read", job=target.job.key)
     await short_pause()

@@ -2,12 +2,15 @@
 
 Every failure surfaces as a :class:`~autoscaler.flink.errors.FlinkError` naming the cluster, URL and
 endpoint. GETs are retried once on a transport error (a JobManager behind a load balancer drops idle
-connections); HTTP errors are answers, not glitches, and are never retried. A semaphore keeps the
-daemon from flooding one JobManager when it queries many vertices at once. What every request shares
-apart from its endpoint (TLS, endpoint templates, error texts) is in :mod:`autoscaler.flink.rest`; how a
-2xx body becomes the endpoint's typed value is in :mod:`autoscaler.flink.payloads`, and the body is read
-before the request hook hears of the request, so a body of the wrong shape counts as ``bad_payload``.
-What puts a request on the wire (aiohttp, or httpx on request) is in :mod:`autoscaler.flink.wire`.
+connections) within the request's one deadline, but never after a timeout (see
+:meth:`FlinkClient._send`); HTTP errors are answers, not glitches, and are never retried. An answer
+longer than the client's ``max_answer_bytes`` is not read whole and counts as ``bad_payload``, as does
+JSON nested too deeply to parse. A semaphore keeps the daemon from flooding one JobManager when it
+queries many vertices at once. What every request shares apart from its endpoint (TLS, endpoint
+templates, error texts) is in :mod:`autoscaler.flink.rest`; how a 2xx body becomes the endpoint's typed
+value is in :mod:`autoscaler.flink.payloads`, and the body is read before the request hook hears of the
+request, so a body of the wrong shape counts as ``bad_payload``. What puts a request on the wire
+(aiohttp, or httpx on request) is in :mod:`autoscaler.flink.wire`.
 """
 
 from __future__ import annotations
@@ -45,8 +48,8 @@ from autoscaler.flink.rest import (
     tls_context,
     tls_files,
 )
-from autoscaler.flink.wire import Answer, WireOptions, open_wire
-from autoscaler.settings import ClusterSettings
+from autoscaler.flink.wire import Answer, AnswerTooLarge, WireOptions, open_wire
+from autoscaler.settings import DEFAULT_MAX_ANSWER_BYTES, ClusterSettings
 from autoscaler.settings.values import redact_url
 
 __all__ = ["DEFAULT_AGGREGATES", "FlinkClient", "RequestHook", "endpoint_template"]
@@ -73,9 +76,14 @@ class FlinkClient:
         transport: httpx.AsyncBaseTransport | None = None,
         http_transport: Literal["aiohttp", "httpx"] = "aiohttp",
         on_request: RequestHook | None = None,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
+        """``timeout_s`` is each request's one deadline, from its first byte sent to its answer's last
+        byte read; ``max_answer_bytes`` the longest body read (``flink.rest-client.max-answer-size``)."""
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1")
+        if max_answer_bytes < 1:
+            raise ValueError("max_answer_bytes must be >= 1")
         self.cluster = cluster
         url = base_url.rstrip("/")
         self.base_url = redact_url(url)  # what messages and logs show: never a password
@@ -88,6 +96,7 @@ class FlinkClient:
             ssl_context=tls_context(cluster, verify, cert),
             timeout_s=timeout_s,
             max_connections=max_concurrency,
+            max_answer_bytes=max_answer_bytes,
         )
         self._wire = open_wire(http_transport, options, transport)
 
@@ -98,6 +107,7 @@ class FlinkClient:
         default_timeout: timedelta,
         transport: httpx.AsyncBaseTransport | None = None,
         on_request: RequestHook | None = None,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> FlinkClient:
         """The client for a configured cluster; ``default_timeout`` applies when the cluster sets none."""
         verify, cert = tls_files(cluster)
@@ -113,6 +123,7 @@ class FlinkClient:
             transport=transport,
             http_transport=cluster.http_transport,
             on_request=on_request,
+            max_answer_bytes=max_answer_bytes,
         )
 
     async def aclose(self) -> None:
@@ -295,7 +306,7 @@ class FlinkClient:
         value = None
         if response.is_success and read is not None:
             try:
-                value = read(payloads.decode(response))
+                value = payloads.parse(response, read)
             except InvalidPayload as exc:
                 self._notify(method, path, FlinkBadPayload.__name__)
                 raise self._bad(method, path, str(exc)) from exc
@@ -321,18 +332,41 @@ class FlinkClient:
         return value
 
     async def _send(self, method: str, path: str, params: Mapping[str, str] | None, json_body: Any) -> Answer:
+        """The answer, within one deadline of ``timeout_s`` for the request and its retry together.
+
+        Why one deadline, and this long: a tick waits for its slowest job, and a job reads in a few
+        rounds one after another (``/jobs/:id``, then its vertices side by side), so what one request
+        may take is what a sick answer may add to every job's tick. ``timeout_s`` is
+        ``flink.rest-client.timeout`` (or the cluster's ``request_timeout``), which the operator sizes
+        against ``control_loop_interval``; it used to bound each socket read, so an answer trickling a
+        byte at a time never hit it. Now it bounds the request from its first byte sent to its answer's
+        last byte read (the wait for a free connection of ``max_concurrency`` is not counted: that is
+        other requests' time). A GET is retried once after a transport error, which is what a
+        JobManager behind a load balancer that dropped an idle connection causes (it fails at once),
+        and only within what is left of the same deadline. A timeout is not retried: the cluster had
+        the whole deadline and did not answer, and asking again would give the request a second one
+        that the tick cannot afford (the job is read again next tick).
+        """
         retries = 1 if method == "GET" else 0
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
         while True:
             try:
-                return await self._wire.send(method, path, params, json_body)
+                return await self._wire.send(method, path, params, json_body, deadline=deadline)
             except httpx.TransportError as exc:
                 detail = describe_transport_error(exc, self.timeout_s)
-                if retries > 0:
+                if retries > 0 and not isinstance(exc, httpx.TimeoutException):
                     retries -= 1
                     log.info("flink_request_retry", cluster=self.cluster, path=path, error=detail)
                     continue
                 log.debug("flink_unreachable", cluster=self.cluster, method=method, path=path, error=detail)
                 raise self._error(FlinkUnreachable, method, path, detail) from exc
+            except AnswerTooLarge as exc:
+                # Rare and never Flink's doing (a proxy's or a broken JobManager's answer): a warning
+                # per answer, and bad_payload in rest_errors_total (the caller's hook).
+                log.warning(
+                    "flink_answer_too_large", cluster=self.cluster, method=method, path=path, error=str(exc)
+                )
+                raise self._bad(method, path, str(exc)) from exc
             except httpx.HTTPError as exc:
                 raise self._bad(method, path, f"{type(exc).__name__}: {exc}") from exc
 

@@ -36,6 +36,7 @@ __all__ = [
     "key_values",
     "metric_names",
     "model",
+    "parse",
     "requirements",
     "taskmanagers",
     "values",
@@ -67,12 +68,28 @@ class _TaskManagers(BaseModel):
     taskmanagers: list[TaskManagerInfo]
 
 
+NESTED_TOO_DEEPLY = "JSON nested too deeply to read"
+
+
 def decode(response: Answer) -> Any:
-    """The answer's JSON; a truncated, malformed or HTML body is an InvalidPayload."""
+    """The answer's JSON; a truncated, malformed or HTML body is an InvalidPayload, and so is one nested
+    deeper than Python's JSON parser recurses (``[[[[…`` a thousand deep: no Flink answer is)."""
     try:
         return json.loads(response.content)
     except ValueError as exc:
         raise InvalidPayload(f"invalid JSON ({exc}): {snippet(response.text)}") from exc
+    except RecursionError as exc:
+        raise InvalidPayload(NESTED_TOO_DEEPLY) from exc
+
+
+def parse(response: Answer, read: Read[_T]) -> _T:
+    """``read`` of the answer's JSON, or InvalidPayload. JSON just shallow enough to parse can still be
+    too deep for what reads it (a validator, a ``str()`` of a nested value, a stack already deep in
+    the tick), so a RecursionError anywhere here is the payload's fault, not the daemon's."""
+    try:
+        return read(decode(response))
+    except RecursionError as exc:
+        raise InvalidPayload(NESTED_TOO_DEEPLY) from exc
 
 
 def model(kind: type[_M]) -> Read[_M]:

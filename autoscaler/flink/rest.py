@@ -98,14 +98,15 @@ def describe_transport_error(exc: httpx.TransportError, timeout_s: float) -> str
 
 
 def error_messages(response: Answer) -> list[str]:
-    """First line of each item of Flink's ``{"errors": [...]}`` (the rest is a Java stack trace)."""
+    """First line of each item of Flink's ``{"errors": [...]}`` (the rest is a Java stack trace); a body
+    that is not such JSON (or is nested too deeply to read) by its first line."""
     try:
         body = json.loads(response.content)
-    except ValueError:
-        body = None
-    if isinstance(body, dict) and isinstance(body.get("errors"), list):
-        lines = [str(item).strip().splitlines() for item in body["errors"]]
-        return [first[0].strip() for first in lines if first]
+        if isinstance(body, dict) and isinstance(body.get("errors"), list):
+            lines = [str(item).strip().splitlines() for item in body["errors"]]
+            return [first[0].strip() for first in lines if first]
+    except (ValueError, RecursionError):
+        pass
     text = snippet(response.text)
     return [text] if text else [response.reason] if response.reason else []
 

@@ -14,6 +14,17 @@ refused or failed connection is a ``ConnectError``, a lapsed timeout a ``Connect
 
 ``http_transport: httpx`` in a cluster's settings chooses httpx, should a proxy or TLS setup need it;
 tests that mock Flink with respx (which mocks httpx) choose it too.
+
+Two bounds hold on both wires (issue 35), because a per-read timeout and an unbounded body let one sick
+answer hold the whole tick and the daemon's memory:
+
+- **One deadline per request**, for connecting, the headers and the whole body together (the client
+  sets it once, see :meth:`FlinkClient._send`): a timeout per socket read restarts with every byte,
+  so an answer trickling at a byte a second was read for minutes. Past the deadline the request is an
+  ``httpx.TimeoutException`` (a ``ReadTimeout``), whatever it had received.
+- **At most ``max_answer_bytes`` of body**: a ``Content-Length`` above it is refused before the body is
+  read, and a body without one (chunked) or one that is longer when decompressed stops being read at
+  the limit (:class:`AnswerTooLarge`); its connection is closed, not reused.
 """
 
 from __future__ import annotations
@@ -30,7 +41,16 @@ import aiohttp
 import httpx
 import yarl
 
-__all__ = ["AiohttpWire", "Answer", "HttpxWire", "Wire", "WireOptions", "env_proxy", "open_wire"]
+__all__ = [
+    "AiohttpWire",
+    "Answer",
+    "AnswerTooLarge",
+    "HttpxWire",
+    "Wire",
+    "WireOptions",
+    "env_proxy",
+    "open_wire",
+]
 
 _U = TypeVar("_U")
 _URL_CACHE_SIZE = 100_000  # URLs kept per client: 5,000 jobs x 10 vertices twice over
@@ -52,23 +72,39 @@ class Answer(NamedTuple):
         return self.content.decode("utf-8", errors="replace")
 
 
-class Wire(Protocol):
-    """Sends one request to one cluster; a failure without an answer is an ``httpx.TransportError``."""
+class AnswerTooLarge(Exception):
+    """An answer whose body is longer than the wire's ``max_answer_bytes``: refused, not read whole."""
 
-    async def send(self, method: str, path: str, params: Mapping[str, str] | None, body: Any) -> Answer: ...
+    def __init__(self, limit: int, declared: int | None) -> None:
+        self.limit = limit
+        self.declared = declared
+        seen = f"Content-Length {declared}" if declared is not None else "stopped reading there"
+        super().__init__(f"answer larger than the {limit}-byte limit ({seen})")
+
+
+class Wire(Protocol):
+    """Sends one request to one cluster; a failure without an answer is an ``httpx.TransportError``, an
+    answer above the size limit :class:`AnswerTooLarge`. ``deadline`` is the event loop's time
+    (``loop.time()``) by which the whole answer must be in."""
+
+    async def send(
+        self, method: str, path: str, params: Mapping[str, str] | None, body: Any, *, deadline: float
+    ) -> Answer: ...
 
     async def aclose(self) -> None: ...
 
 
 @dataclass(frozen=True)
 class WireOptions:
-    """What both wires are told: where, with which headers and TLS, how long to wait, how many at once."""
+    """What both wires are told: where, with which headers and TLS, how long to wait, how many at once,
+    and how long an answer may be."""
 
     base_url: str
     headers: Mapping[str, str]
     ssl_context: ssl.SSLContext | bool
     timeout_s: float
     max_connections: int
+    max_answer_bytes: int = 64 << 20
 
 
 def open_wire(
@@ -105,6 +141,7 @@ class HttpxWire:
 
     def __init__(self, options: WireOptions, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self._urls = _Urls(options.base_url, lambda url: url)
+        self._limit = options.max_answer_bytes
         self._http = httpx.AsyncClient(
             headers=dict(options.headers),
             verify=options.ssl_context,
@@ -113,13 +150,33 @@ class HttpxWire:
             follow_redirects=False,
         )
 
-    async def send(self, method: str, path: str, params: Mapping[str, str] | None, body: Any) -> Answer:
+    async def send(
+        self, method: str, path: str, params: Mapping[str, str] | None, body: Any, *, deadline: float
+    ) -> Answer:
         url = self._urls(path, params)
         try:
-            response = await self._http.request(method, url, json=body)
+            async with asyncio.timeout_at(deadline):
+                async with self._http.stream(method, url, json=body) as response:
+                    content = await self._read(response)
+        except TimeoutError as exc:  # the deadline (httpx's own timeouts are per phase)
+            raise httpx.ReadTimeout(str(exc) or "deadline", request=httpx.Request(method, url)) from exc
         except OSError as exc:  # httpx lets a TLS alert after the handshake out as ssl.SSLError
             raise httpx.ReadError(f"{type(exc).__name__}: {exc}", request=httpx.Request(method, url)) from exc
-        return Answer(response.status_code, response.reason_phrase, response.content)
+        return Answer(response.status_code, response.reason_phrase, content)
+
+    async def _read(self, response: httpx.Response) -> bytes:
+        """The body, decoded, up to the limit; leaving the stream unread closes its connection."""
+        declared = _declared_length(response.headers.get("content-length"))
+        if declared is not None and declared > self._limit:
+            raise AnswerTooLarge(self._limit, declared)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > self._limit:
+                raise AnswerTooLarge(self._limit, declared)
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -139,7 +196,9 @@ class AiohttpWire:
         self._headers = dict(options.headers)
         self._ssl = options.ssl_context
         timeout_s = options.timeout_s
-        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout_s, sock_read=timeout_s)
+        # The deadline bounds the whole request (send()); sock_connect only names a slow connect as such.
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout_s)
+        self._limit = options.max_answer_bytes
         self._max_connections = options.max_connections
         base = httpx.URL(options.base_url)
         # aiohttp's trust_env would read ~/.netrc and the proxy variables in a worker thread on every
@@ -158,18 +217,41 @@ class AiohttpWire:
             self._loop = loop
         return self._session
 
-    async def send(self, method: str, path: str, params: Mapping[str, str] | None, body: Any) -> Answer:
+    async def send(
+        self, method: str, path: str, params: Mapping[str, str] | None, body: Any, *, deadline: float
+    ) -> Answer:
         session = self._session_for_loop()
         url = self._urls(path, params)
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         headers = None if data is None else {"Content-Type": "application/json"}
         try:
-            async with session.request(
-                method, url, data=data, headers=headers, allow_redirects=False, proxy=self._proxy
-            ) as answer:
-                return Answer(answer.status, answer.reason or "", await answer.read())
-        except (aiohttp.ClientError, OSError) as exc:  # OSError: a timeout, a TLS alert
+            async with asyncio.timeout_at(deadline):
+                async with session.request(
+                    method, url, data=data, headers=headers, allow_redirects=False, proxy=self._proxy
+                ) as answer:
+                    return Answer(answer.status, answer.reason or "", await self._read(answer))
+        except (aiohttp.ClientError, OSError) as exc:  # OSError: a timeout (the deadline's too), a TLS alert
             raise _as_httpx_error(exc, method, url) from exc
+
+    async def _read(self, answer: aiohttp.ClientResponse) -> bytes:
+        """The body, decompressed, up to the limit. A plain body of a known length within it is read in
+        one go (aiohttp's fast path, Flink's usual answer); any other is read chunk by chunk and given up
+        at the limit. Leaving it unread closes the connection (aiohttp keeps only a finished one)."""
+        declared = answer.content_length
+        if declared is not None and declared > self._limit:
+            answer.close()
+            raise AnswerTooLarge(self._limit, declared)
+        if declared is not None and "Content-Encoding" not in answer.headers:
+            return await answer.read()
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in answer.content.iter_any():
+            size += len(chunk)
+            if size > self._limit:
+                answer.close()
+                raise AnswerTooLarge(self._limit, declared)
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     async def aclose(self) -> None:
         if self._session is not None and not self._session.closed:
@@ -185,6 +267,13 @@ def env_proxy(scheme: str, host: str) -> str | None:
     if not proxy or urllib.request.proxy_bypass(host):
         return None
     return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def _declared_length(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _as_httpx_error(exc: BaseException, method: str, url: yarl.URL) -> httpx.TransportError:

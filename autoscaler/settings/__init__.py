@@ -23,6 +23,7 @@ from autoscaler.settings.errors import ConfigError
 from autoscaler.settings.keys import EVALUATOR_PREFIX as EVALUATOR_PREFIX
 from autoscaler.settings.keys import EXECUTOR_PREFIX as EXECUTOR_PREFIX
 from autoscaler.settings.keys import KEY_PREFIX, LEGACY_KEY_PREFIX, flatten_keys
+from autoscaler.settings.option_groups import DEFAULT_MAX_ANSWER_BYTES as DEFAULT_MAX_ANSWER_BYTES
 from autoscaler.settings.option_groups import OURS as OURS
 from autoscaler.settings.options import AutoscalerOptions
 from autoscaler.settings.values import AlignmentMode, BusyTimeAggregator, InsufficientSlots

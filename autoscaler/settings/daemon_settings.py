@@ -88,7 +88,9 @@ class ClusterSettings(BaseModel):
     client_cert: Path | None = Field(None, description="Client certificate for mutual TLS.")
     client_key: Path | None = Field(None, description="Private key of client_cert.")
     request_timeout: Duration | None = Field(
-        None, description="REST timeout; defaults to job.autoscaler.flink.rest-client.timeout."
+        None,
+        description="Deadline of each REST call to this cluster (connect, headers and whole answer); "
+        "defaults to job.autoscaler.flink.rest-client.timeout.",
     )
     max_concurrency: int = Field(8, ge=1, description="Concurrent REST requests to this cluster.")
     http_transport: Literal["aiohttp", "httpx"] = Field(

@@ -36,6 +36,7 @@ from autoscaler.settings.values import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_ANSWER_BYTES",
     "OURS",
     "FeatureOptions",
     "LimitOptions",
@@ -47,6 +48,15 @@ __all__ = [
 ]
 
 OURS: dict[str, Any] = {"origin": "ours"}  # Field extra of a key the reference does not have (for the docs)
+
+DEFAULT_MAX_ANSWER_BYTES = 64 << 20
+"""``flink.rest-client.max-answer-size``. The largest answer the daemon reads is far smaller: ``/jobs/:id``
+grows with vertices, not subtasks (about 1.2 KB a vertex), ``/taskmanagers`` with TaskManagers (about
+0.9 KB each: 9 MB for 10,000 single-slot ones), and the slow-subtask reads ask for 64 values at a time.
+The largest a 10,000-subtask job has is the listing of a vertex's per-subtask metric names
+(``/jobs/:id/vertices/:vid/metrics``, Flink 2.3: 75 names of about 41 bytes per subtask, 31 MB), which the
+client can read: 64 MiB holds it twice over, while a body of hundreds of MB, which would cost the daemon
+several times its size in memory to parse, is refused."""
 
 
 def _k(key: str, *deprecated: str) -> Any:
@@ -248,7 +258,10 @@ class RuntimeOptions(BaseModel):
     rest_client_timeout: Duration = Field(
         timedelta(seconds=10),
         validation_alias=_k("flink.rest-client.timeout"),
-        description="Timeout of each Flink REST call.",
+        description="Deadline of each Flink REST call, for connecting, the headers and the whole answer "
+        "together (an answer still arriving then is given up; a timed-out call is not retried). A tick "
+        "waits for its slowest job, whose reads are a few calls one after another: keep it well under "
+        "control_loop_interval.",
     )
 
     @field_validator("memory_gc_pressure_threshold", "memory_heap_usage_threshold")
@@ -503,4 +516,15 @@ class OwnOptions(BaseModel):
         json_schema_extra=OURS,
         description="A slow subtask is also busy at least this many ms per second: below it nothing "
         "waits on it (Flink's slow-task detector's baseline-lower-bound).",
+    )
+    rest_client_max_answer_size: Annotated[int, BeforeValidator(parse_memory_size)] = Field(
+        DEFAULT_MAX_ANSWER_BYTES,
+        ge=1024,
+        validation_alias=_k("flink.rest-client.max-answer-size"),
+        json_schema_extra={**OURS, "doc_default": "`64 mb`"},
+        description="The longest Flink REST answer read (a memory size, e.g. '64 mb'): a longer one is "
+        "refused once its Content-Length says so, or as soon as that much has arrived, and counts as "
+        "bad_payload, so a proxy or a broken JobManager cannot fill the daemon's memory. The default "
+        "holds twice the largest answer of a 10,000-subtask job (its per-subtask metric names). Like "
+        "flink.rest-client.timeout, read per cluster (daemon or cluster autoscaler: section).",
     )

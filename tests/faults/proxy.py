@@ -2,16 +2,18 @@
 
 Why a proxy and not faults inside the simulator: the daemon must be tested as it runs in production, a
 separate process talking HTTP to a JobManager, and the faults worth testing are the ones a network, a
-load balancer or a sick JobManager produce on the wire (connections cut, answers late, error statuses,
-bodies cut short or not JSON, numbers that cannot be). The simulator stays a faithful Flink; the proxy
+load balancer or a sick JobManager produce on the wire (connections cut, answers late or trickling, error
+statuses, bodies cut short, not JSON, nested too deeply or inflated to hundreds of MB, numbers that
+cannot be). The simulator stays a faithful Flink; the proxy
 is the world between it and the daemon.
 
 :class:`FaultProxy` forwards every request to the upstream REST endpoint until a test injects a fault
 for a path pattern (a regex searched in the request path, without the query) and optionally one method.
 The newest matching rule wins; a rule with ``count`` heals by itself after that many answers (a burst).
 Every request is recorded (:class:`Exchange`), so a test can assert what reached the cluster, e.g. that
-no ``PUT`` was forwarded while a fault was on. Everything is thread-safe: the test thread switches
-faults while the server threads answer the daemon.
+no ``PUT`` was forwarded while a fault was on, and, for an answer sent a chunk at a time (:class:`Stream`:
+:class:`Trickle`, :class:`Inflate`), how much of it went out before the daemon hung up. Everything is
+thread-safe: the test thread switches faults while the server threads answer the daemon.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import socket
 import struct
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Protocol
@@ -46,11 +48,15 @@ __all__ = [
     "Exchange",
     "Fault",
     "FaultProxy",
+    "Inflate",
     "Reply",
     "Request",
     "Rule",
     "SetMetric",
+    "Stream",
+    "Trickle",
     "Truncate",
+    "deeply_nested_json",
     "error_status",
     "html_error_page",
     "job_path",
@@ -98,6 +104,18 @@ class Reply:
         return json.loads(self.body)
 
 
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """An answer sent a chunk at a time, as ``chunks`` yields them: slowly (:class:`Trickle`) or more than
+    fits in memory (:class:`Inflate`). With ``length`` it is announced by ``Content-Length``, without it
+    sent chunked (``Transfer-Encoding: chunked``), so the receiver knows its size only at the end."""
+
+    status: int
+    chunks: Iterator[bytes] = field(repr=False)
+    length: int | None
+    content_type: str = "application/json; charset=UTF-8"
+
+
 DISCONNECT = None
 """A fault's answer meaning: cut the connection without a word (what a crashed JobManager does)."""
 
@@ -108,7 +126,7 @@ class Fault(Protocol):
     """What a rule does to a matching request: answer without forwarding, forward and spoil the answer,
     or return :data:`DISCONNECT`. ``forward`` sends the request to the cluster (and records that it did)."""
 
-    def respond(self, request: Request, forward: Forward) -> Reply | None: ...
+    def respond(self, request: Request, forward: Forward) -> Reply | Stream | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +142,8 @@ class Exchange:
     status: int | None  # None: the connection was cut
     forwarded: bool
     fault: str | None
+    sent: int | None = None  # a Stream's body bytes written before it ended or the daemon hung up
+    complete: bool | None = None  # whether a Stream's whole body was written
 
 
 @dataclass(eq=False)
@@ -216,6 +236,62 @@ class Truncate:
     def respond(self, request: Request, forward: Forward) -> Reply | None:
         reply = forward()
         return Reply(reply.status, reply.body[: int(len(reply.body) * self.fraction)], reply.content_type)
+
+
+@dataclass(frozen=True, slots=True)
+class Trickle:
+    """The cluster's answer, its headers at once and its body ``bytes_per_s`` bytes a second: every read
+    of the receiver gets a byte within any per-read timeout, so only a deadline for the whole answer
+    ends it (a JobManager in a GC spiral, a proxy that buffers badly). ``Content-Length`` is the real
+    one. Stopped by a heal or the proxy's stop."""
+
+    bytes_per_s: float = 1.0
+    stop: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+
+    def respond(self, request: Request, forward: Forward) -> Reply | Stream | None:
+        reply = forward()
+        return Stream(reply.status, self._drip(reply.body), len(reply.body), reply.content_type)
+
+    def _drip(self, body: bytes) -> Iterator[bytes]:
+        for i in range(len(body)):
+            if i and self.stop.wait(1.0 / self.bytes_per_s):
+                return  # healed or stopping: the rest is never sent (the receiver sees a cut answer)
+            yield body[i : i + 1]
+
+
+@dataclass(frozen=True, slots=True)
+class Inflate:
+    """The cluster's answer padded with JSON whitespace to ``size`` bytes: still valid JSON of the same
+    meaning, but as long as an answer that would take the receiver's memory (a proxy's or a broken
+    JobManager's). Generated a MiB at a time, never held whole; with ``declare_length`` announced by its
+    ``Content-Length``, otherwise sent chunked so that only reading tells its size."""
+
+    size: int
+    declare_length: bool = True
+
+    def respond(self, request: Request, forward: Forward) -> Reply | Stream | None:
+        reply = forward()
+        length = max(self.size, len(reply.body))
+        return Stream(
+            reply.status,
+            self._chunks(reply.body, length - len(reply.body)),
+            length if self.declare_length else None,
+            reply.content_type,
+        )
+
+    @staticmethod
+    def _chunks(body: bytes, padding: int) -> Iterator[bytes]:
+        yield body
+        block = b" " * (1 << 20)
+        while padding > 0:
+            yield block[: min(padding, len(block))]
+            padding -= len(block)
+
+
+def deeply_nested_json(depth: int = 100_000) -> Answer:
+    """A 200 answer of well-formed JSON nested ``depth`` arrays deep: ``[[[…]]]``, 200 KB at the default,
+    deeper than any JSON parser's recursion (a fuzzer's or an attacker's answer, never Flink's)."""
+    return Answer(200, b"[" * depth + b"]" * depth)
 
 
 class _MetricRewrite:
@@ -370,18 +446,52 @@ class _Handler(BaseHTTPRequestHandler):
             headers={k.lower(): v for k, v in self.headers.items()},
             body=self.rfile.read(length) if length > 0 else b"",
         )
-        reply = self.server.proxy.handle(request)
+        seq, reply = self.server.proxy.handle(request)
         if reply is DISCONNECT:
             # RST instead of FIN: the daemon sees a reset connection, not a polite end of a keep-alive.
             with contextlib.suppress(OSError):
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True
             return
+        if isinstance(reply, Stream):
+            self._stream(seq, reply)
+            return
         self.send_response(reply.status)
         self.send_header("Content-Type", reply.content_type)
         self.send_header("Content-Length", str(len(reply.body)))
         self.end_headers()
         self.wfile.write(reply.body)
+
+    def _stream(self, seq: int, reply: Stream) -> None:
+        """Write the answer chunk by chunk until it ends or the daemon hangs up; record how much went out.
+        An answer that did not go out whole leaves the connection closed (its length was a lie)."""
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type)
+        if reply.length is not None:
+            self.send_header("Content-Length", str(reply.length))
+        else:
+            self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        sent, complete = 0, False
+        try:
+            self.wfile.flush()
+            for chunk in reply.chunks:
+                if reply.length is None:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                else:
+                    self.wfile.write(chunk)
+                self.wfile.flush()
+                sent += len(chunk)
+            if reply.length is None:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            complete = reply.length is None or sent == reply.length
+        except OSError:  # the daemon hung up: what it did not read is the point
+            pass
+        finally:
+            self.server.proxy.record_sent(seq, sent, complete)
+        if not complete:
+            self.close_connection = True
 
     do_GET = do_PUT = do_PATCH = do_POST = do_DELETE = _serve
 
@@ -399,6 +509,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._rules: list[Rule] = []
         self._exchanges: list[Exchange] = []
+        self._sent: dict[int, tuple[int, bool]] = {}  # seq -> a Stream's (bytes written, whole)
         self._arrivals = 0
         self._local = threading.local()
         self._clients: list[httpx.Client] = []
@@ -422,11 +533,11 @@ class FaultProxy:
         return self
 
     def stop(self) -> None:
-        """Stop serving, end delayed answers, cut open connections; safe to call twice."""
+        """Stop serving, end delayed and trickling answers, cut open connections; safe to call twice."""
         self._stop.set()
         with self._lock:
             for rule in self._rules:
-                if isinstance(rule.fault, Delay):
+                if isinstance(rule.fault, Delay | Trickle):
                     rule.fault.stop.set()
         server, self._server = self._server, None
         if server is not None:
@@ -470,7 +581,7 @@ class FaultProxy:
             gone = [r for r in self._rules if rule is None or r is rule]
             self._rules = [r for r in self._rules if r not in gone]
         for r in gone:
-            if isinstance(r.fault, Delay):
+            if isinstance(r.fault, Delay | Trickle):
                 r.fault.stop.set()
 
     @contextlib.contextmanager
@@ -499,6 +610,11 @@ class FaultProxy:
         pattern = re.compile(path) if path is not None else None
         with self._lock:
             recorded = sorted(self._exchanges, key=lambda e: e.seq)
+            sent = dict(self._sent)
+        recorded = [
+            e if e.seq not in sent else replace(e, sent=sent[e.seq][0], complete=sent[e.seq][1])
+            for e in recorded
+        ]
         return [
             e
             for e in recorded
@@ -514,7 +630,13 @@ class FaultProxy:
         return [e for e in self.exchanges(since=since, method=method, path=path) if e.forwarded]
 
     # ---------------------------------------------------------------------------------- serving
-    def handle(self, request: Request) -> Reply | None:
+    def record_sent(self, seq: int, sent: int, complete: bool) -> None:
+        """How much of exchange ``seq``'s :class:`Stream` was written, and whether all of it."""
+        with self._lock:
+            self._sent[seq] = (sent, complete)
+
+    def handle(self, request: Request) -> tuple[int, Reply | Stream | None]:
+        """The answer to ``request`` and its ``seq`` (the exchange is recorded before the answer is sent)."""
         with self._lock:
             seq, self._arrivals = self._arrivals, self._arrivals + 1
             rule = next((r for r in reversed(self._rules) if r.matches(request.method, request.path)), None)
@@ -528,7 +650,7 @@ class FaultProxy:
             return self._forward(request)
 
         if rule is None:
-            reply: Reply | None = forward()
+            reply: Reply | Stream | None = forward()
         else:
             try:
                 reply = rule.fault.respond(request, forward)
@@ -546,7 +668,7 @@ class FaultProxy:
                     fault=repr(rule.fault) if rule is not None else None,
                 )
             )
-        return reply
+        return seq, reply
 
     def _forward(self, request: Request) -> Reply:
         client: httpx.Client | None = getattr(self._local, "client", None)

@@ -175,9 +175,9 @@ def _no_rescale_reached_before(world: World, name: str, seq: int) -> None:
 
 # ------------------------------------------------------------------------------------ slow answers
 def test_answers_slower_than_the_rest_timeout(world: World) -> None:
-    """Every answer comes ten timeouts late: each call gives up after the cluster's REST timeout (a GET
-    once more), so the tick ends instead of hanging, and the error says it timed out. (First in the
-    module: while it lasts, every tick waits for these timeouts.)"""
+    """Every answer comes ten timeouts late: each call gives up after the cluster's REST timeout (and is
+    not asked again), so the tick ends instead of hanging, and the error says it timed out. (First in
+    the module: while it lasts, every tick waits for these timeouts.)"""
     name, daemon = "slow", world.daemon
     flaky = world.clusters[name]
     since, seq = world.injected[name]

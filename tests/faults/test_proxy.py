@@ -25,9 +25,13 @@ from .proxy import (
     Delay,
     Disconnect,
     DropMetric,
+    Exchange,
     FaultProxy,
+    Inflate,
     SetMetric,
+    Trickle,
     Truncate,
+    deeply_nested_json,
     error_status,
     html_error_page,
     job_path,
@@ -165,3 +169,67 @@ def test_a_decreasing_counter_falls_on_every_answer_and_stays_positive(wire: Wir
         sums = [wire.subtasks(name, vertex="Source: BacklogSource").json()[0]["sum"] for _ in range(4)]
     assert all(later < earlier for earlier, later in itertools.pairwise(sums))
     assert sums[-1] > 0
+
+
+def _sent(proxy: FaultProxy, since: int) -> Exchange:
+    """The one exchange from ``since`` on, once the proxy knows how much of its answer went out (it
+    learns that the daemon hung up at its next write)."""
+    deadline = time.monotonic() + 10
+    while True:
+        (seen,) = proxy.exchanges(since=since)
+        if seen.sent is not None:
+            return seen
+        assert time.monotonic() < deadline, f"the proxy never finished the answer: {seen}"
+        time.sleep(0.02)
+
+
+def test_a_trickle_sends_the_real_answer_a_byte_at_a_time_until_the_reader_hangs_up(wire: Wire) -> None:
+    whole = wire.http.get("/jobs/overview").content
+    mark = wire.proxy.mark()
+    with wire.proxy.fault(Trickle(bytes_per_s=20), JOBS_OVERVIEW):
+        started = time.monotonic()
+        with wire.http.stream("GET", "/jobs/overview") as answer:
+            assert answer.headers["content-length"] == str(len(whole))  # its real length, announced
+            head = b""
+            for chunk in answer.iter_raw():  # each read gets a byte well within any per-read timeout
+                assert len(chunk) == 1
+                head += chunk
+                if len(head) == 5:
+                    break
+        assert time.monotonic() - started >= 0.15  # four gaps of 1/20 s
+    assert head == whole[:5]
+    seen = _sent(wire.proxy, mark)
+    assert seen.complete is False and 5 <= seen.sent < len(whole)  # the rest never went out
+
+
+def test_an_inflated_answer_is_the_same_json_many_mb_long_with_or_without_its_length(wire: Wire) -> None:
+    job_id = wire.job.job_id
+    plain = wire.http.get(f"/jobs/{job_id}").json()
+    size = 8 << 20
+    for declare_length in (True, False):
+        mark = wire.proxy.mark()
+        with wire.proxy.fault(Inflate(size, declare_length), job_path(job_id)):
+            answer = wire.http.get(f"/jobs/{job_id}")
+        assert len(answer.content) == size
+        assert answer.json()["jid"] == plain["jid"] == job_id  # JSON whitespace: the same answer
+        assert answer.headers.get("content-length") == (str(size) if declare_length else None)
+        assert (answer.headers.get("transfer-encoding") == "chunked") is not declare_length
+        seen = _sent(wire.proxy, mark)
+        assert (seen.sent, seen.complete) == (size, True)
+    mark = wire.proxy.mark()
+    with (
+        wire.proxy.fault(Inflate(256 << 20, declare_length=False), job_path(job_id)),
+        wire.http.stream("GET", f"/jobs/{job_id}") as answer,
+    ):
+        next(answer.iter_raw())  # a reader that stops early: the rest is never made or sent
+    seen = _sent(wire.proxy, mark)
+    assert seen.complete is False and seen.sent < 64 << 20
+
+
+def test_deeply_nested_json_is_well_formed_and_too_deep_for_the_parser(wire: Wire) -> None:
+    with wire.proxy.fault(deeply_nested_json(100_000), SUBTASK_METRICS):
+        answer = wire.subtasks("busyTimeMsPerSecond")
+    assert answer.status_code == 200 and len(answer.content) == 200_000
+    assert answer.content.startswith(b"[[[[") and answer.content.endswith(b"]]]]")
+    with pytest.raises(RecursionError):
+        json.loads(answer.content)

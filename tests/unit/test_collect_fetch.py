@@ -4,12 +4,15 @@ answers straddle a fetch that landed among them is read again (``fetches_differ`
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import timedelta
 
+import httpx
 import pytest
 from collect_flink import (
     AGG,
+    BASE,
     JID,
     NOW_MS,
     SRC,
@@ -169,3 +172,29 @@ async def test_answers_that_never_agree_are_read_twice_then_used(
     assert [key for key, _ in fake.queried] == [SRC, WORK, AGG] * 4 and sleep.pauses == [FETCH_POLL_S]
     levels = [e["log_level"] for e in logs if e["event"] == "metric_fetches_disagree"]
     assert levels == ["warning", "info"]
+
+
+@pytest.mark.parametrize(("timeout_s", "readings"), [(5.0, 2), (0.5, 1)])
+async def test_a_reading_slower_than_a_request_deadline_is_not_read_again(
+    fake: FakeFlink, timeout_s: float, readings: int
+) -> None:
+    """Issue 35: every answer 0.3 s late. A reading (``/jobs/:id``, then the vertices side by side) then
+    takes 0.6 s: within a 5 s deadline a fetch that landed among it has it read again; past a 0.5 s one
+    it is kept, with a warning: a cluster that slow is not asked twice in one tick."""
+    from structlog.testing import capture_logs
+
+    async def late(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.3)
+        return fake.handle(request)
+
+    transport = httpx.MockTransport(late)
+    async with FlinkClient(BASE, cluster="prod", transport=transport, timeout_s=timeout_s) as client:
+        cache = MetricNameCache()
+        await sample_job(client, cache)
+        fake.queried.clear()
+        fake.fetch_lands = lambda: _next_fetch(fake)  # lands right after the tick's /jobs/:id
+        with capture_logs() as logs:
+            await sample_job(client, cache)
+    assert [key for key, _ in fake.queried] == [SRC, WORK, AGG] * readings
+    slow = [e for e in logs if e["event"] == "metric_fetch_landed_mid_slow_read"]
+    assert len(slow) == 2 - readings

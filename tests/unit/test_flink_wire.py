@@ -4,7 +4,9 @@ connections are kept, and each kind of failure as the error httpx would have rai
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import gzip
 import socket
 import threading
 from datetime import timedelta
@@ -13,11 +15,13 @@ from typing import Literal
 import pytest
 from socket_servers import raw_server, read_request
 
+import autoscaler.flink.payloads as payloads
 from autoscaler.clock import FakeClock
 from autoscaler.flink import FlinkClient, FlinkUnreachable
 from autoscaler.flink.errors import FlinkBadPayload
-from autoscaler.flink.wire import AiohttpWire, HttpxWire, env_proxy
-from autoscaler.settings import ClusterSettings
+from autoscaler.flink.payloads import InvalidPayload
+from autoscaler.flink.wire import AiohttpWire, Answer, HttpxWire, env_proxy
+from autoscaler.settings import AutoscalerOptions, ClusterSettings, ConfigError
 from autoscaler.simulator import SimCluster, SimClusterSpec, SimulatorServer, work_job
 from autoscaler.simulator.scenarios import LAB_VERTEX_IDS
 
@@ -187,3 +191,105 @@ async def test_both_wires_send_the_same_request_line(kind: Literal["aiohttp", "h
         f"GET /base/jobs/{'j' * 32}/vertices/{'v' * 32}/subtasks/metrics"
         "?get=0.numRecordsIn%2CSource__Kafka%5B1%5D.lag+max%2Ca%2Cb&agg=min%2Cmax%2Cavg%2Csum HTTP/1.1"
     )
+
+
+# ------------------------------------------------------------------------------------ issue 35: bounds
+OVERVIEW = b'{"taskmanagers": 1, "slots-total": 4, "slots-available": 0, "jobs-running": 0}'
+
+
+@pytest.mark.parametrize("kind", ["aiohttp", "httpx"])
+async def test_a_retry_after_a_dropped_connection_gets_what_is_left_of_the_one_deadline(
+    kind: Literal["aiohttp", "httpx"],
+) -> None:
+    """The first connection is dropped after 0.6 s (a load balancer), the second never answers: the
+    request ends 1 s after it began, not 0.6 s + another whole second."""
+    calls: list[int] = []
+    release = threading.Event()
+
+    def answer(conn: socket.socket) -> None:
+        read_request(conn)
+        calls.append(1)
+        if len(calls) == 1:
+            release.wait(0.6)
+            conn.close()
+            return
+        release.wait(5)
+
+    with raw_server(answer) as url:
+        async with FlinkClient(url, cluster="lb", timeout_s=1.0, http_transport=kind) as client:
+            started = asyncio.get_running_loop().time()
+            with pytest.raises(FlinkUnreachable, match=r"timed out after 1s"):
+                await client.overview()
+            took = asyncio.get_running_loop().time() - started
+        release.set()
+    assert len(calls) == 2
+    assert took < 1.5, f"{took:.2f} s: the retry had a deadline of its own"
+
+
+@pytest.mark.parametrize("kind", ["aiohttp", "httpx"])
+async def test_a_compressed_answer_is_limited_by_what_it_decompresses_to(
+    kind: Literal["aiohttp", "httpx"],
+) -> None:
+    """A 10 KB gzip body that inflates to 10 MB: its Content-Length is within the limit, its content not."""
+    body = gzip.compress(OVERVIEW[:-1] + b" " * (10 << 20) + b"}")
+    assert len(body) < 64 << 10
+
+    def answer(conn: socket.socket) -> None:
+        read_request(conn)
+        head = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(body)
+        with contextlib.suppress(OSError):
+            conn.sendall(head + body)
+
+    calls: list[int | str] = []
+    with raw_server(answer) as url:
+        async with FlinkClient(
+            url,
+            cluster="bomb",
+            http_transport=kind,
+            max_answer_bytes=1 << 20,
+            on_request=lambda *a: calls.append(a[-1]),
+        ) as client:
+            with pytest.raises(FlinkBadPayload, match="larger than the 1048576-byte limit"):
+                await client.overview()
+    assert calls == ["FlinkBadPayload"]
+
+
+@pytest.mark.parametrize("kind", ["aiohttp", "httpx"])
+async def test_an_answer_at_the_limit_is_read(kind: Literal["aiohttp", "httpx"]) -> None:
+    def answer(conn: socket.socket) -> None:
+        read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(OVERVIEW), OVERVIEW))
+
+    with raw_server(answer) as url:
+        limit = len(OVERVIEW)
+        async with FlinkClient(url, cluster="c", http_transport=kind, max_answer_bytes=limit) as client:
+            assert (await client.overview()).slots_total == 4
+
+
+def test_the_answer_limit_is_a_memory_size_option_read_per_cluster() -> None:
+    key = "job.autoscaler.flink.rest-client.max-answer-size"
+    assert AutoscalerOptions().rest_client_max_answer_size == 64 << 20
+    assert AutoscalerOptions.from_flink_conf({key: "8 mb"}).rest_client_max_answer_size == 8 << 20
+    with pytest.raises(ConfigError, match="max-answer-size"):
+        AutoscalerOptions.from_flink_conf({key: "12"})  # 12 bytes: below 1 kb, a typo
+    with pytest.raises(ValueError):
+        FlinkClient("http://jm:8081", cluster="c", max_answer_bytes=0)
+
+
+def test_json_too_deep_for_its_reader_is_an_invalid_payload() -> None:
+    """Parsed, but too deep for what reads it (a validator, a ``str()`` of a value): still the payload's
+    fault. And too deep for the parser itself, as ``decode`` alone."""
+
+    def depth(value: object) -> int:
+        return 1 + depth(value[0]) if isinstance(value, list) and value else 0
+
+    shallow = Answer(200, "OK", b"[" * 500 + b"]" * 500)
+    assert payloads.parse(shallow, depth) == 499  # the innermost [] counts 0
+    with pytest.raises(InvalidPayload, match="nested too deeply"):
+        payloads.parse(shallow, lambda value: depth(value) + _recurse(5000))
+    with pytest.raises(InvalidPayload, match="nested too deeply"):
+        payloads.decode(Answer(200, "OK", b"[" * 100_000 + b"]" * 100_000))
+
+
+def _recurse(n: int) -> int:
+    return 0 if n == 0 else 1 + _recurse(n - 1)

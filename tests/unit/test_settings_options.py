@@ -166,6 +166,7 @@ def test_only_our_own_keys_are_outside_the_reference_table():
     dynamic = {"scaling.custom-executor", "metrics.custom-evaluator"}
     assert set(AutoscalerOptions.option_keys()) == set(REFERENCE_KEYS) | ours | dynamic
     assert ours == {
+        "flink.rest-client.max-answer-size",
         "metrics.load-change.threshold",
         "metrics.prefer-counter-rates",
         "observed-true-processing-rate.settle-time",
