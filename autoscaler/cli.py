@@ -24,13 +24,10 @@ from autoscaler.gc_tuning import tune_gc
 from autoscaler.logs import configure_logging, console_processors
 from autoscaler.safe_text import for_terminal, redact_url
 from autoscaler.settings import ConfigError, Settings
-from autoscaler.start_checks import NO_CLUSTERS, metrics_address_problem, start_checks
+from autoscaler.start_checks import NO_CLUSTERS, start_checks
 
 if TYPE_CHECKING:
-    from autoscaler.daemon import Daemon
     from autoscaler.decision_store import DecisionReader
-    from autoscaler.metrics import MetricsReporter
-    from autoscaler.plugins.loader import PluginRegistry
 
 __all__ = ["main"]
 
@@ -154,6 +151,7 @@ def _reader_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from autoscaler.process import run_daemon
     from autoscaler.stopping import exit_process
 
     settings = Settings.load(args.config)
@@ -163,107 +161,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not settings.clusters:
         raise ConfigError(NO_CLUSTERS)
     tune_gc()  # a fleet's metric window is a million Python objects: see autoscaler/gc_tuning.py
-    code = asyncio.run(_run(settings, args.decisions_dir or settings.decisions_dir))
+    code = asyncio.run(run_daemon(settings, args.decisions_dir or settings.decisions_dir))
     return exit_process(code)  # the last line names plugin calls left running (autoscaler/stopping.py)
-
-
-async def _run(settings: Settings, decisions_dir: Path | None = None) -> int:
-    from autoscaler.health import Health, heartbeat, serve_http
-    from autoscaler.metrics import MetricsReporter
-    from autoscaler.plugins.evaluators import discover_evaluators
-    from autoscaler.plugins.loader import discover_plugins
-
-    registry, _ = discover_plugins(settings.plugins_dir)
-    log.info("executor_plugins", discovered=[f"{p.name} ({p.class_path}, {p.origin})" for p in registry])
-    evaluators, _ = discover_evaluators(settings.plugins_dir)
-    log.info("custom_evaluators", discovered=[f"{p.name} ({p.class_path}, {p.origin})" for p in evaluators])
-
-    # Served before Spark starts: /healthz answers at once, /readyz says "starting" until the first tick.
-    health = Health(settings.control_loop_interval.total_seconds())
-    metrics = MetricsReporter(
-        health=health,
-        vertex_metrics=settings.vertex_metrics,
-        vertex_metrics_max_series=settings.vertex_metrics_max_series,
-    )
-    address = settings.metrics_address
-    try:
-        server = serve_http(address, metrics.registry, health) if address else None
-    except OSError as exc:  # the port is taken, or the host is not this machine's
-        raise ConfigError(f"cannot serve /metrics: {metrics_address_problem(address, exc)}") from exc
-    beating = asyncio.create_task(heartbeat(health))  # /healthz turns 503 if the loop is blocked
-    try:
-        return await _serve(settings, registry, evaluators, metrics, decisions_dir)
-    finally:
-        beating.cancel()
-        if server is not None:
-            server.shutdown()
-
-
-async def _serve(
-    settings: Settings,
-    registry: PluginRegistry,
-    evaluators: PluginRegistry,
-    metrics: MetricsReporter,
-    decisions_dir: Path | None,
-) -> int:
-    """Spark up, then the daemon until SIGTERM or SIGINT."""
-    from autoscaler.archive import open_archive
-    from autoscaler.daemon import Daemon
-    from autoscaler.decision_store import JsonDecisionDir, outcome_recorder
-    from autoscaler.evaluate.spark import start_evaluator
-    from autoscaler.plugins.configured import PluginInstances
-    from autoscaler.plugins.evaluators import EvaluatorInstances
-    from autoscaler.state import open_stores
-
-    archive = open_archive(settings, metrics)  # an unwritable archive_dir stops the start here
-    stores = await asyncio.to_thread(open_stores, settings.state_url)  # migrates the schema
-    try:
-        lost = metrics.spark_lost
-        evaluator = await asyncio.to_thread(
-            start_evaluator, settings.spark, on_lost=lambda what: lost.labels(what).inc()
-        )
-        try:
-            await asyncio.to_thread(evaluator.warm_up)
-            metrics.report_spark(True)
-            daemon = Daemon(
-                settings,
-                evaluator=evaluator,
-                metrics=metrics,
-                plugins=PluginInstances(registry),
-                evaluators=EvaluatorInstances(evaluators),
-                state=stores.state,
-                events=stores.events,
-                on_outcome=(
-                    outcome_recorder(
-                        JsonDecisionDir(
-                            decisions_dir,
-                            settings.decision_history,
-                            on_write_failed=metrics.decision_write_failures.inc,
-                        )
-                    )
-                    if decisions_dir
-                    else None
-                ),
-                archive=archive,
-            )
-            await _until_stopped(daemon)
-        finally:
-            evaluator.stop()
-    finally:
-        stores.close()
-    return 0
-
-
-async def _until_stopped(daemon: Daemon) -> None:
-    """Until SIGTERM or SIGINT, which also arm the stop's watchdog (``autoscaler.stopping``)."""
-    from autoscaler.stopping import stop_on_signals
-
-    stop = asyncio.Event()
-    with stop_on_signals(stop):
-        try:
-            await daemon.serve(stop)
-        finally:
-            await daemon.aclose()
 
 
 @contextlib.contextmanager

@@ -209,7 +209,7 @@ async def test_a_metrics_port_in_use_is_one_clear_line(tmp_path):
     """Issue 12: run died with a traceback; main() prints a ConfigError as one line and exits 2."""
     import socket
 
-    from autoscaler.cli import _run
+    from autoscaler.process import run_daemon
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -223,7 +223,7 @@ async def test_a_metrics_port_in_use_is_one_clear_line(tmp_path):
         with pytest.raises(
             ConfigError, match=f"cannot serve /metrics: metrics_address 127.0.0.1:{port} is in use"
         ):
-            await _run(Settings.load(config))
+            await run_daemon(Settings.load(config))
 
 
 def test_a_misspelled_option_key_is_named_with_the_closest_one(tmp_path, capsys):
