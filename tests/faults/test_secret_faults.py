@@ -150,7 +150,7 @@ ENV_CASES = {
     ),
     "bad FLINK_AUTOSCALER_STATE_URL": (
         {"FLINK_AUTOSCALER_STATE_URL": f"mysql://app:{PASSWORD}@db/x?token={QUERY}"},
-        "state_url",
+        "environment variable FLINK_AUTOSCALER_STATE_URL",
     ),
 }
 
