@@ -9,11 +9,18 @@ last few control intervals and the Spark evaluation works; otherwise 503 with a 
 operator (or a Kubernetes readiness probe) sees *why* without reading logs. The daemon pushes what it
 knows (:meth:`Health.beat`, :meth:`Health.tick_completed`, :meth:`Health.set_spark`); the HTTP thread
 only reads.
+
+The server is built for a scrape flood: a listen backlog of :data:`LISTEN_BACKLOG` (the standard
+library's 5 dropped the connections of a burst, whose clients then waited seconds to a minute for TCP's
+retries, the probes among them), a thread per request, the probes' answers computed from a few fields
+under their own lock (never behind a ``/metrics`` render), and ``/metrics`` served from a page rendered
+at most once per its lifetime (:mod:`autoscaler.metrics_page`).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -21,9 +28,16 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
-__all__ = ["Health", "HttpEndpoint", "Readiness", "heartbeat", "serve_http"]
+from autoscaler.metrics_page import MetricsPage, accepts_gzip
+
+__all__ = ["LISTEN_BACKLOG", "Health", "HttpEndpoint", "Readiness", "heartbeat", "serve_http"]
+
+LISTEN_BACKLOG = 1024
+"""Connections the kernel queues before the server accepts them (capped by ``net.core.somaxconn``)."""
+_CLIENT_TIMEOUT_S = 30.0
+"""How long a connection may take to send its request or read its answer before its thread gives up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,18 +148,33 @@ class HttpEndpoint:
         self.shutdown()
 
 
-def serve_http(address: str, registry: CollectorRegistry, health: Health | None = None) -> HttpEndpoint:
+def serve_http(
+    address: str,
+    registry: CollectorRegistry,
+    health: Health | None = None,
+    *,
+    page: MetricsPage | None = None,
+) -> HttpEndpoint:
     """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` (port 0: any free one).
 
     Without ``health``, ``/readyz`` answers like ``/healthz``: a process that serves only metrics.
+    ``page``: how ``/metrics`` is rendered and reused (default: :class:`MetricsPage` of ``registry``).
     """
     host, _, port = address.rpartition(":")
+    metrics_page = page or MetricsPage(registry)
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = _CLIENT_TIMEOUT_S
+
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
-                self._send(200, CONTENT_TYPE_LATEST, generate_latest(registry))
+                current, vary = metrics_page.get(), {"Vary": "Accept-Encoding"}
+                if accepts_gzip(self.headers.get("Accept-Encoding")):
+                    gzipped = {**vary, "Content-Encoding": "gzip"}
+                    self._send(200, CONTENT_TYPE_LATEST, current.gzipped(), gzipped)
+                else:
+                    self._send(200, CONTENT_TYPE_LATEST, current.body, vary)
             elif path == "/healthz":
                 live = health.liveness() if health is not None else Readiness(True, "alive", "")
                 body = {"alive": live.ready, "reason": live.reason, "detail": live.detail}
@@ -159,21 +188,38 @@ def serve_http(address: str, registry: CollectorRegistry, health: Health | None 
         def _json(self, status: int, body: dict[str, Any]) -> None:
             self._send(status, "application/json", json.dumps(body).encode())
 
-        def _send(self, status: int, content_type: str, body: bytes) -> None:
+        def _send(
+            self, status: int, content_type: str, body: bytes, headers: dict[str, str] | None = None
+        ) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(body)
 
         def log_message(self, format: str, *args: Any) -> None:
             """Silent: a scrape every few seconds must not flood the daemon's log."""
 
-    server = ThreadingHTTPServer((host or "127.0.0.1", int(port)), Handler)
-    server.daemon_threads = True
+    server = _Server((host or "127.0.0.1", int(port)), Handler)
     thread = threading.Thread(target=server.serve_forever, name="http-endpoint", daemon=True)
     thread.start()
     return HttpEndpoint(server, thread)
+
+
+class _Server(ThreadingHTTPServer):
+    """A thread per request, a real listen backlog, and quiet about clients that hang up."""
+
+    request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A scraper that hung up or stalled (a flood's clients give up) is its own business; anything
+        else is printed as the standard library does."""
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
 
 
 async def heartbeat(health: Health, every_s: float = 1.0) -> None:
