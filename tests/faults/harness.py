@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +134,26 @@ def daemon_config(
     ]
     lines += [f"  {key}: '{value}'" for key, value in (options or {}).items()]
     return "\n".join(lines) + "\n"
+
+
+def plugin_wheel(directory: Path, module: str, source: str, entry_points: Mapping[str, str]) -> Path:
+    """``<module>-1.0-py3-none-any.whl`` in ``directory``: one module of plugin classes, installed as
+    executor-plugin entry points (name -> ``module:Class``), as an operator drops a wheel in plugins_dir."""
+    directory.mkdir(parents=True, exist_ok=True)
+    wheel = directory / f"{module}-1.0-py3-none-any.whl"
+    info = f"{module}-1.0.dist-info"
+    dist = module.replace("_", "-")
+    points = "".join(f"{name} = {target}\n" for name, target in entry_points.items())
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(f"{module}.py", source)
+        zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+        zf.writestr(
+            f"{info}/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+        zf.writestr(f"{info}/entry_points.txt", "[flink_autoscaler.executor_plugins]\n" + points)
+        zf.writestr(f"{info}/RECORD", "")
+    return wheel
 
 
 LogLine = dict[str, Any]

@@ -11,7 +11,6 @@ behaviour from a file named in its config, which the test rewrites between steps
 from __future__ import annotations
 
 import textwrap
-import zipfile
 from pathlib import Path
 
 import httpx
@@ -19,7 +18,7 @@ import pytest
 
 from autoscaler.simulator.server import SimulatorServer
 
-from .harness import Daemon, SimJob, daemon_config, free_port, sim_cluster
+from .harness import Daemon, SimJob, daemon_config, free_port, plugin_wheel, sim_cluster
 from .proxy import RESOURCE_REQUIREMENTS, FaultProxy
 
 pytestmark = [pytest.mark.faults, pytest.mark.spark]
@@ -70,28 +69,6 @@ MODULE = textwrap.dedent(
 )
 
 
-def _wheel(directory: Path) -> Path:
-    """``chaos_plugins-1.0-py3-none-any.whl``: the module, its metadata and two executor entry points."""
-    directory.mkdir(parents=True, exist_ok=True)
-    wheel = directory / "chaos_plugins-1.0-py3-none-any.whl"
-    info = "chaos_plugins-1.0.dist-info"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        zf.writestr("chaos_plugins.py", MODULE)
-        zf.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: chaos-plugins\nVersion: 1.0\n")
-        zf.writestr(
-            f"{info}/WHEEL",
-            "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        )
-        zf.writestr(
-            f"{info}/entry_points.txt",
-            "[flink_autoscaler.executor_plugins]\n"
-            "sync-chaos = chaos_plugins:SyncChaos\n"
-            "async-chaos = chaos_plugins:AsyncChaos\n",
-        )
-        zf.writestr(f"{info}/RECORD", "")
-    return wheel
-
-
 def test_plugins_that_raise_hang_or_return_garbage_veto_and_the_job_scales_once_they_behave(
     tmp_path: Path,
 ) -> None:
@@ -99,7 +76,12 @@ def test_plugins_that_raise_hang_or_return_garbage_veto_and_the_job_scales_once_
     sync_mode.write_text("raise")
     async_mode.write_text("approve")
     plugins = tmp_path / "plugins"
-    _wheel(plugins)
+    plugin_wheel(
+        plugins,
+        "chaos_plugins",
+        MODULE,
+        {"sync-chaos": "chaos_plugins:SyncChaos", "async-chaos": "chaos_plugins:AsyncChaos"},
+    )
     sim = sim_cluster()
     job = SimJob.submit("sim", sim, "plugged")
     port = free_port()

@@ -18,7 +18,6 @@ import os
 import subprocess
 import textwrap
 import time
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ import pytest
 from autoscaler.simulator.server import SimulatorServer
 from autoscaler.state import open_stores
 
-from .harness import WAIT_S, Daemon, SimJob, daemon_config, free_port, sim_cluster
+from .harness import WAIT_S, Daemon, SimJob, daemon_config, free_port, plugin_wheel, sim_cluster
 
 pytestmark = [pytest.mark.faults, pytest.mark.spark]
 
@@ -71,25 +70,6 @@ MODULE = textwrap.dedent(
 )
 
 
-def _wheel(directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    info = "stuck_plugins-1.0.dist-info"
-    with zipfile.ZipFile(directory / "stuck_plugins-1.0-py3-none-any.whl", "w") as zf:
-        zf.writestr("stuck_plugins.py", MODULE)
-        zf.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: stuck-plugins\nVersion: 1.0\n")
-        zf.writestr(
-            f"{info}/WHEEL",
-            "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        )
-        zf.writestr(
-            f"{info}/entry_points.txt",
-            "[flink_autoscaler.executor_plugins]\n"
-            "stuck-gate = stuck_plugins:StuckGate\n"
-            "stuck-provider = stuck_plugins:StuckProvider\n",
-        )
-        zf.writestr(f"{info}/RECORD", "")
-
-
 def _wait_file(path: Path, daemon: Daemon) -> None:
     deadline = time.monotonic() + WAIT_S
     while not path.exists():
@@ -128,7 +108,12 @@ def test_sigterm_ends_the_process_while_a_plain_plugin_call_blocks_for_ever(
 ) -> None:
     entered = tmp_path / "entered"
     plugins = tmp_path / "plugins"
-    _wheel(plugins)
+    plugin_wheel(
+        plugins,
+        "stuck_plugins",
+        MODULE,
+        {"stuck-gate": "stuck_plugins:StuckGate", "stuck-provider": "stuck_plugins:StuckProvider"},
+    )
     sim = sim_cluster()
     job = SimJob.submit("sim", sim, "stuck")
     port = free_port()
