@@ -33,7 +33,7 @@ import asyncio
 import json
 import ssl
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar
 
@@ -104,7 +104,7 @@ class WireOptions:
     ssl_context: ssl.SSLContext | bool
     timeout_s: float
     max_connections: int
-    max_answer_bytes: int = 64 << 20
+    max_answer_bytes: int
 
 
 def open_wire(
@@ -169,14 +169,7 @@ class HttpxWire:
         declared = _declared_length(response.headers.get("content-length"))
         if declared is not None and declared > self._limit:
             raise AnswerTooLarge(self._limit, declared)
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > self._limit:
-                raise AnswerTooLarge(self._limit, declared)
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return await _read_bounded(response.aiter_bytes(), self._limit, declared)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -243,15 +236,11 @@ class AiohttpWire:
             raise AnswerTooLarge(self._limit, declared)
         if declared is not None and "Content-Encoding" not in answer.headers:
             return await answer.read()
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in answer.content.iter_any():
-            size += len(chunk)
-            if size > self._limit:
-                answer.close()
-                raise AnswerTooLarge(self._limit, declared)
-            chunks.append(chunk)
-        return b"".join(chunks)
+        try:
+            return await _read_bounded(answer.content.iter_any(), self._limit, declared)
+        except AnswerTooLarge:
+            answer.close()
+            raise
 
     async def aclose(self) -> None:
         if self._session is not None and not self._session.closed:
@@ -267,6 +256,19 @@ def env_proxy(scheme: str, host: str) -> str | None:
     if not proxy or urllib.request.proxy_bypass(host):
         return None
     return proxy if "://" in proxy else f"http://{proxy}"
+
+
+async def _read_bounded(chunks: AsyncIterator[bytes], limit: int, declared: int | None) -> bytes:
+    """A body read chunk by chunk, given up (:class:`AnswerTooLarge`) as soon as it passes ``limit``:
+    both wires' reader of a body whose length is not known in advance, or not its decoded length."""
+    read: list[bytes] = []
+    size = 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            raise AnswerTooLarge(limit, declared)
+        read.append(chunk)
+    return b"".join(read)
 
 
 def _declared_length(value: str | None) -> int | None:
