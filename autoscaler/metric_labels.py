@@ -72,16 +72,22 @@ class _CapsJobLabel:
     """Mixin for a prometheus_client metric with a ``job`` label: its value is capped on the way in.
 
     The parent metric's ``labels`` and ``remove`` are the only ways label values enter or leave it (its
-    children are built by ``labels`` with the values already capped).
+    children are built by ``labels`` with the values already capped). Listed before the metric class,
+    so its methods run first and hand on to the metric's with ``super()``.
     """
 
-    _job_at: int | None
-    _job_labels: JobLabels | None
-
-    def _setup(self, labelnames: Iterable[str], job_labels: JobLabels | None) -> None:
-        names = tuple(labelnames)
+    def __init__(self, *args: Any, job_labels: JobLabels | None = None, **kwargs: Any) -> None:
+        names = tuple(_labelnames(args, kwargs))
         self._job_at = names.index(JOB_LABEL) if JOB_LABEL in names else None
         self._job_labels = job_labels
+        super().__init__(*args, **kwargs)
+
+    def labels(self, *values: object, **kwargs: object) -> Any:
+        values, kwargs = self._capped(values, kwargs)
+        return super().labels(*values, **kwargs)  # type: ignore[misc]
+
+    def remove(self, *values: Any) -> None:
+        super().remove(*self._capped(values, {})[0])  # type: ignore[misc]
 
     def _cap(self, value: object) -> str:
         text = str(value)
@@ -101,31 +107,9 @@ class _CapsJobLabel:
 class JobCounter(_CapsJobLabel, Counter):
     """A ``Counter`` whose ``job`` label values are capped (:func:`job_label`)."""
 
-    def __init__(self, *args: Any, job_labels: JobLabels | None = None, **kwargs: Any) -> None:
-        self._setup(_labelnames(args, kwargs), job_labels)
-        super().__init__(*args, **kwargs)
-
-    def labels(self, *values: object, **kwargs: object) -> JobCounter:  # type: ignore[override]
-        values, kwargs = self._capped(values, kwargs)
-        return super().labels(*values, **kwargs)
-
-    def remove(self, *values: Any) -> None:
-        super().remove(*self._capped(values, {})[0])
-
 
 class JobGauge(_CapsJobLabel, Gauge):
     """A ``Gauge`` whose ``job`` label values are capped (:func:`job_label`)."""
-
-    def __init__(self, *args: Any, job_labels: JobLabels | None = None, **kwargs: Any) -> None:
-        self._setup(_labelnames(args, kwargs), job_labels)
-        super().__init__(*args, **kwargs)
-
-    def labels(self, *values: object, **kwargs: object) -> JobGauge:  # type: ignore[override]
-        values, kwargs = self._capped(values, kwargs)
-        return super().labels(*values, **kwargs)
-
-    def remove(self, *values: Any) -> None:
-        super().remove(*self._capped(values, {})[0])
 
 
 def _labelnames(args: Sequence[Any], kwargs: dict[str, Any]) -> Iterable[str]:
