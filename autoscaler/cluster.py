@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import httpx
 import structlog
 
+from autoscaler.clock import Clock, SystemClock
 from autoscaler.cluster_session import ClusterSession
 from autoscaler.collect import (
     FetchCheck,
@@ -93,7 +93,7 @@ class Clusters:
         evaluators: EvaluatorInstances,
         forget: Callable[[Sequence[str]], None],
         transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
-        fetch_wait: bool = True,
+        clock: Clock | None = None,
         recorded: Recorded | None = None,
     ) -> None:
         self.settings = settings
@@ -103,7 +103,9 @@ class Clusters:
         self.plugins = plugins
         self.evaluators = evaluators
         self._forget = forget
-        self._fetch_wait = fetch_wait  # waiting for Flink's metric fetch takes wall time: not simulated
+        # The tick waits for Flink's metric fetch on this clock: a fake one's wait takes fake time, so
+        # simulated ticks read their fetches as late after their start as real ones (clock.py).
+        self._clock = clock or SystemClock()
         self.leases = LeaseKeeper(
             state, metrics, instance_id=settings.instance_id, ttl_ms=to_ms(settings.effective_lease_ttl)
         )
@@ -223,7 +225,7 @@ class Clusters:
     ) -> list[JobSample | Unavailable]:
         """The cluster's work first, once (the wait for the tick's metric fetch, the TaskManagers), then
         each job's own reads: ``/jobs/:id`` and one query per vertex (``autoscaler.collect.fetch``)."""
-        fetch_wait_s = cluster.settings.metric_fetch_wait.total_seconds() if self._fetch_wait else 0.0
+        fetch_wait_s = cluster.settings.metric_fetch_wait.total_seconds()
         await self._await_fetch(cluster, targets, fetch_wait_s)
         tms = await collect_taskmanagers(cluster.client, cluster.names)
         tms = await fetch_taskmanager_resources(cluster.client, tms)  # quota, slots, memory advice
@@ -243,7 +245,7 @@ class Clusters:
                     now_ms,
                     cluster.names,
                     taskmanagers,
-                    fetches=FetchCheck(cluster.fetches, timing),
+                    fetches=FetchCheck(cluster.fetches, timing, self._clock.now_ms),
                     providers=metric_providers(
                         target.options, plugins=self.plugins, evaluators=self.evaluators
                     ),
@@ -261,8 +263,8 @@ class Clusters:
         """
         known = [t for t in targets if t.job.key in cluster.fetches]
         probes = (known or targets)[:_FETCH_PROBES]
-        wait = FetchWait(wait_s, asyncio.sleep)
-        started = time.perf_counter()
+        wait = FetchWait(wait_s, self._clock.sleep)
+        started_ms = self._clock.now_ms()
         for target in probes:
             last = cluster.fetches.last_reading(target.job.key)
             try:
@@ -272,7 +274,8 @@ class Clusters:
                 continue
             log.debug("metric_fetch_awaited", cluster=cluster.name, probe=target.job.key, landed=landed)
             if wait_s > 0:
-                self.metrics.report_fetch_wait(cluster.name, time.perf_counter() - started, landed)
+                waited_s = (self._clock.now_ms() - started_ms) / 1000
+                self.metrics.report_fetch_wait(cluster.name, waited_s, landed)
             return
 
     # ------------------------------------------------------------------ leases

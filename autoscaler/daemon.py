@@ -83,8 +83,7 @@ class Daemon:
             evaluators=self.evaluators,
             forget=self._forget,
             transports=transports,
-            # Waiting for Flink's metric fetch takes wall time; the simulator (fake, scaled clocks) has none.
-            fetch_wait=isinstance(self.clock, SystemClock),
+            clock=self.clock,  # the tick waits for Flink's metric fetch on it, fake or real
             recorded=recorded,  # a backtest's samples in place of Flink's (autoscaler/backtest)
         )
         self._chain_log = ChainLog()

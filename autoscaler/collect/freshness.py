@@ -20,11 +20,21 @@ clock of the TaskManagers at each fetch (Flink's own ``TaskIOMetricGroupTest`` a
 The first reading of a job run anchors that clock to its tick's time; every later one is the anchor plus
 the clock's advance. A fetch that landed late in the tick before, or early because another client (the
 web UI, a dashboard) started it, thus still spans exactly the time its records took: on the lab cluster,
-tick stamps put single intervals at 407 and 1,344 rec/s for 800 offered. The anchor's tick may be later
-than its fetch; when a stamp would come after its own tick, the anchor moves to that tick, so the stamps
-converge on the earliest offset seen and never lie in the future. A reading whose clock cannot be read
-(a legacy source reports no busy time on every vertex) or does not agree with the tick's time (going
-backwards, or older than a fetch can be) is stamped with its tick's time and re-anchors, as before.
+tick stamps put single intervals at 407 and 1,344 rec/s for 800 offered.
+
+The stamps are then one fixed offset from the fetches' times, and the offset is harmless: rates take
+differences. The anchor moves only when a stamp would lie in the future: after the moment the reading
+was in hand (``read_ms``), which no fetch can follow. That happens only when the anchor's fetch was
+older than its tick (another client had started it), and then the move is a correction. A stamp merely
+later than its own tick's start is no such thing: the tick's own fetch starts with its first query and
+lands within its wait, and how long after the tick's start varies from tick to tick. Measured on the lab
+(a 5 s loop on Flink's 5 s fetch interval; issue 36): 250, 350, 460, ... 1,600 ms, a poll more each tick,
+because Flink starts a fetch only for a query *more* than an interval after the last one started. Bounded
+by the tick's start instead, the anchor moved ~100 ms on each of those ticks, the moves added up past
+:data:`~autoscaler.evaluate.window.RESTAMP_REACH` every 15-60 s, and the window restarted each time: half
+the ticks of a run ended ``WindowNotFull``. A reading whose clock cannot be read (a legacy source
+reports no busy time on every vertex) or does not agree with the tick's time (going backwards, or
+older than a fetch can be) is stamped with its tick's time and re-anchors, as before.
 
 A stale reading keeps the time of its first read (its fetch's). The window already holds a sample at
 that time, so the stale one adds no point: Spark and the oracle see the same rows, the state store
@@ -45,6 +55,7 @@ the cluster's fetch interval, so that stale readings are routine rather than rar
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from autoscaler.collect.catch_up import CatchUpBook
@@ -136,14 +147,21 @@ class FetchBook:
         # The same jobs' other memory of their readings: since when each source has been catching up.
         self.catch_up = CatchUpBook()
 
-    def judge(self, job_key: str, details: JobDetails, now_ms: int, timing: FetchTiming) -> Freshness:
-        """Remember this tick's reading of the job and say whether it is new (see the module doc)."""
+    def judge(
+        self, job_key: str, details: JobDetails, now_ms: int, timing: FetchTiming, read_ms: int | None = None
+    ) -> Freshness:
+        """Remember this tick's reading of the job and say whether it is new (see the module doc).
+
+        ``now_ms`` is the tick's time, ``read_ms`` when the reading was in hand (the tick's time if not
+        given): no fetch in it can be newer than that.
+        """
         reading = io_reading(details)
         last = self._last.get(job_key)
         if last is not None and last.running_since_ms != details.running_since_ms:
             last = None  # a new job run: its task clocks started again
         if last is None or last.reading != reading:
-            ts_ms, anchor, moved_ms = _stamp(last, task_clock_ms(details), now_ms, timing)
+            read_ms = now_ms if read_ms is None else max(now_ms, read_ms)
+            ts_ms, anchor, moved_ms = _stamp(last, task_clock_ms(details), now_ms, read_ms, timing)
             self._last[job_key] = _Last(reading, details.running_since_ms, now_ms, ts_ms, anchor)
             return Freshness(ts_ms, moved_ms=moved_ms)
         if now_ms <= last.first_read_ms:  # read again within the same tick's time: nothing to count
@@ -175,13 +193,16 @@ class FetchBook:
 
 @dataclass(frozen=True, slots=True)
 class FetchCheck:
-    """A cluster's book and timing, as the collect stage takes them."""
+    """A cluster's book and timing, as the collect stage takes them; ``clock_ms`` reads the daemon's
+    clock when a job's reading is in hand (the bound of its stamp), or is None to use the tick's time."""
 
     book: FetchBook
     timing: FetchTiming
+    clock_ms: Callable[[], int] | None = None
 
     def judge(self, job_key: str, details: JobDetails, now_ms: int) -> Freshness:
-        return self.book.judge(job_key, details, now_ms, self.timing)
+        read_ms = self.clock_ms() if self.clock_ms is not None else None
+        return self.book.judge(job_key, details, now_ms, self.timing, read_ms)
 
 
 def task_clock_ms(details: JobDetails) -> float | None:
@@ -200,17 +221,18 @@ def task_clock_ms(details: JobDetails) -> float | None:
 
 
 def _stamp(
-    last: _Last | None, clock_ms: float | None, now_ms: int, timing: FetchTiming
+    last: _Last | None, clock_ms: float | None, now_ms: int, read_ms: int, timing: FetchTiming
 ) -> tuple[int, _Anchor | None, int]:
     """A new reading's time, the anchor to keep, and how far the stamps moved (ms; 0 if they did not).
 
     The stamp is the anchor's tick plus how far the clock moved. The tick's own time (and a new anchor
-    there) when there is no clock or no anchor yet, when the stamp would come after the tick (the
-    anchor's fetch was older than this one's: move it here), and when the clock disagrees with the
-    ticks: not after the last reading's stamp, or older than a fetch may be. A move (the first case)
-    says the stamps since the anchor were that much late against the new ones: on the lab cluster, the
-    first reading of a run, an older fetch stamped with its tick, was 1 s late, and a 30 s window
-    spanning it read the source's rate 3 % high until that reading left the window.
+    there) when there is no clock or no anchor yet, when the stamp would come after ``read_ms`` (the
+    anchor's fetch was older than its tick: move it here), and when the clock disagrees with the ticks:
+    not after the last reading's stamp, or older than a fetch may be. A move (the first case) says the
+    stamps since the anchor were that much late against the new ones: on the lab cluster, the first
+    reading of a run, an older fetch stamped with its tick, was 1 s late, and a 30 s window spanning it
+    read the source's rate 3 % high until that reading left the window. A stamp between the tick's time
+    and ``read_ms`` is kept: the tick's own fetch lands after the tick began (module doc).
     """
     if clock_ms is None:
         return now_ms, None, 0
@@ -218,7 +240,7 @@ def _stamp(
     if last is None or last.anchor is None:
         return now_ms, here, 0
     ts_ms = last.anchor.tick_ms + round(clock_ms - last.anchor.clock_ms)
-    if ts_ms >= now_ms:  # every stamp since the anchor was (at least) this much late
+    if ts_ms > read_ms:  # from after it was read: every stamp since the anchor was (at least) this much late
         return now_ms, here, ts_ms - now_ms
     if ts_ms <= last.ts_ms or now_ms - ts_ms > timing.stale_limit_ms:
         return now_ms, here, 0  # a clock that disagrees says nothing of the stamps: the tick's, as without

@@ -74,10 +74,10 @@ class JobWindow:
     level_resets: int = 0  # load changes that restarted the window since it was last full
     level_told: bool = False  # the first decision on the new load has been offered (WindowStatus)
     last_counters: tuple[float, ...] = ()  # the newest sample's cumulative counters (counters_fell)
-    # How far the fetch stamps moved while samples in the window were stamped (RESTAMP_REACH), and the
-    # sample of the newest move: once the window starts after it, all its samples share one stamping.
-    restamped_ms: int = 0
-    restamped_at_ms: int = 0
+    # Each move of the fetch stamps (RESTAMP_REACH) as (the sample it came with, ms): the samples before
+    # that one are stamped that much off against it and those after. A move at or before the window's
+    # first sample touches no rate in it, so only the moves after count (_moved).
+    moves: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,10 +324,8 @@ def observe(
         )
     else:  # options may change between ticks; the newest ones apply
         window = previous
-        if moved is not None and moved != previous.restamped_ms:
-            window = replace(
-                window, restamped_ms=moved, restamped_at_ms=ts_ms if restamped_ms else window.restamped_at_ms
-            )
+        if restamped_ms and moved is not None:
+            window = replace(window, moves=(*_moves_inside(window), (ts_ms, restamped_ms)))
         stable_since_ms = previous.running_since_ms + stabilization_ms
         if (stable_since_ms, metrics_window_ms) != (previous.stable_since_ms, previous.metrics_window_ms):
             window = replace(window, stable_since_ms=stable_since_ms, metrics_window_ms=metrics_window_ms)
@@ -364,13 +362,22 @@ def observe(
 def _moved(previous: JobWindow, restamped_ms: int) -> int:
     """How far the stamps of the window's samples moved against a newer sample's (``observe``).
 
-    Moves before the window's first sample are behind every sample in it (all stamped alike since), and
-    a window with no samples has no rate to spoil: both count nothing.
+    Moves at or before the window's first sample are behind every sample in it (all stamped alike
+    since), and a window with no samples has no rate to spoil: both count nothing. Before issue 36 a
+    move kept every earlier one counted as long as the newest was inside the window, so moves of a few
+    ms each, long apart, still added up to a restart.
     """
     if not previous.timestamps:
         return 0
-    carried = previous.restamped_ms if previous.restamped_at_ms > previous.timestamps[0] else 0
-    return carried + restamped_ms
+    return sum(ms for _, ms in _moves_inside(previous)) + restamped_ms
+
+
+def _moves_inside(window: JobWindow) -> tuple[tuple[int, int], ...]:
+    """The window's stamp moves that came after its first sample: the ones its rates span."""
+    if not window.timestamps:
+        return ()
+    first = window.timestamps[0]
+    return tuple(move for move in window.moves if move[0] > first)
 
 
 def _advance(

@@ -6,6 +6,7 @@ Flink's, on a fake clock; a stub evaluator stands in for Spark.
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 
 import pytest
@@ -34,6 +35,7 @@ class Lazy:
     def __init__(self, *, fetch_s: float, tick_s: float, config: dict[str, str] | None = None) -> None:
         self.tick_s = tick_s
         self.clock = FakeClock()
+        self.start_ms, self.ticks = self.clock.now_ms(), 0
         spec = SimClusterSpec(
             cooldown_after_rescaling_s=0, metric_fetch_interval_s=fetch_s, config=config or {}
         )
@@ -57,7 +59,10 @@ class Lazy:
         )
 
     async def tick(self) -> None:
-        self.clock.advance(self.tick_s)
+        """The next tick at its scheduled time, a loop interval after the last one's (as APScheduler
+        fires them), however long the last one waited for its fetch."""
+        self.ticks += 1
+        self.clock.advance_to(self.start_ms + round(self.ticks * self.tick_s * 1000))
         await self.daemon.run_tick()
 
     def gauge(self, name: str) -> float | None:
@@ -69,20 +74,24 @@ class Lazy:
         )
 
 
-async def test_a_loop_as_fast_as_the_fetcher_warns_once_and_counts_every_other_sample_stale() -> None:
+async def test_a_loop_as_fast_as_the_fetcher_warns_once_and_is_stale_once_a_fetch_misses_the_wait() -> None:
     lazy = Lazy(fetch_s=10, tick_s=10)
+    stale_at: list[int] = []
     with capture_logs() as logs:
-        for _ in range(6):
+        for tick in range(1, 21):
             await lazy.tick()
+            if any(s.stale_ticks for s in lazy.evaluator.samples):
+                stale_at.append(tick)
     warnings = [e for e in logs if e["event"] == "metric_fetch_interval_too_long"]
     assert len(warnings) == 1  # once per cluster, not per tick
     assert "control_loop_interval (10 s) is less than 2 x" in warnings[0]["detail"]
     assert lazy.gauge("metric_fetch_interval_seconds") == 10.0
     assert lazy.gauge("metric_fetch_interval_warning") == 1.0
-    # Flink refreshes only for a query MORE than 10 s after the last fetch: ticks 2, 4, 6 read it again.
-    assert lazy.stale_total() == 3
-    stale = lazy.evaluator.samples[0]
-    assert stale.stale_ticks == 1 and stale.ts_ms == lazy.clock.now_ms() - 10_000
+    # Flink refreshes only for a query MORE than 10 s after the last fetch started: each tick's fetch
+    # starts at the first poll past that, a poll later than the last one's, until it would start after
+    # the tick's 1.5 s wait; that tick reads the last fetch again, and the next one starts afresh.
+    assert stale_at and all(b - a >= 10 for a, b in itertools.pairwise(stale_at))
+    assert lazy.stale_total() == len(stale_at)
     # Told as a Normal event once per scaling.event.interval, not on every stale tick.
     assert lazy.events.reasons(KEY).count(Reason.STALE_METRICS) == 1
 

@@ -314,6 +314,28 @@ def test_a_clock_that_goes_back_or_is_missing_stamps_with_the_tick() -> None:
     assert book.judge("k", _details(700, busy=math.nan), 70_000, TIMING).ts_ms == 70_000
 
 
+def test_fetches_that_land_later_in_each_tick_keep_one_stamping() -> None:
+    """The lab's 5 s loop on Flink's 5 s fetch interval (issue 36): each tick's fetch starts a poll later
+    than the last one's (Flink starts one only for a query more than an interval after the last), so it
+    lands 100, 200, ... 1,500 ms after its tick began, each read as it lands. Every stamp is the fetch's
+    time less the first tick's offset: exact spacing, no move, although each lies after its tick's start.
+    Only a stamp after the reading was in hand (an anchor from an older fetch) moves them."""
+    book, busy, moves = FetchBook(), 1_000.0, []
+    first = book.judge("k", _details(0, busy=busy), 10_000, TIMING, read_ms=10_050)
+    assert (first.ts_ms, first.moved_ms) == (10_000, 0)
+    for k in range(1, 16):
+        tick_ms, landed_ms = 10_000 + 5_000 * k, 10_000 + 5_000 * k + 100 * k
+        fresh = book.judge(
+            "k", _details(k, busy=busy + landed_ms - 10_000), tick_ms, TIMING, read_ms=landed_ms
+        )
+        assert fresh.ts_ms == landed_ms and fresh.ts_ms > tick_ms
+        moves.append(fresh.moved_ms)
+    assert moves == [0] * 15
+    # A fetch newer than the anchor's offset allows (the anchor read an older fetch): moved back.
+    late = book.judge("k", _details(99, busy=busy + 90_000), 90_000, TIMING, read_ms=90_100)
+    assert (late.ts_ms, late.moved_ms) == (90_000, 10_000)
+
+
 # --------------------------------------------------------------------------------------- idle
 async def test_an_idle_job_reads_idle_not_stale(
     flink: LazyFlink, client: FlinkClient, clock: FakeClock

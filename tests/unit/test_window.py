@@ -122,6 +122,22 @@ def test_stamps_that_moved_by_more_than_the_reach_restart_the_window_at_the_samp
     assert not st.reset and st.stabilizing
 
 
+def test_moves_long_apart_do_not_add_up_to_a_restart() -> None:
+    """Only the moves after the window's first sample span its rates. A move whose sample has left the
+    window no longer counts, even while a newer move is inside it (issue 36: each new move used to
+    carry every earlier one, so moves of a few ms, minutes apart, restarted the window)."""
+    book = WindowBook()
+    first = RUNNING + 5 * M
+    feed(book, first)
+    restarts = 0
+    for k in range(1, 61):  # a sample a minute, a 3 s move every 10 minutes: at most two in a window
+        restarts += feed(book, first + k * M, restamped_ms=3 * S if k % 10 == 0 else 0).reset
+    assert restarts == 0
+    # Moves inside one window still add up past the reach (3 + 3 + 4 > 9 s).
+    st = feed(book, first + 60 * M + 30 * S, restamped_ms=4 * S)
+    assert st.reset and st.restamped
+
+
 def test_earlier_running_timestamp_does_not_reset() -> None:
     book = WindowBook()
     feed(book, RUNNING + 5 * M)
