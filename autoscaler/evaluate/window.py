@@ -75,17 +75,17 @@ class JobWindow:
     level_since_ms: int | None = None  # the first sample of a new load: the window starts no earlier
     level_resets: int = 0  # load changes that restarted the window since it was last full
     level_told: bool = False  # the first decision on the new load has been offered (WindowStatus)
-    last_counters: tuple[float, ...] = ()  # the newest sample's cumulative counters (counters_fell)
-    # How far the fetch stamps moved while samples in the window were stamped (RESTAMP_REACH), and the
-    # sample of the newest move: once the window starts after it, all its samples share one stamping.
-    restamped_ms: int = 0
-    restamped_at_ms: int = 0
     # The load-change rules' memory of points the window slid past (_change_points): its first point
     # (ts, offered) as of its newest sample, and, while the newest interval alone has moved past the
     # threshold (LoadChanging), where that interval began and the window's first point then.
     earlier_point: tuple[int, float] | None = None
     changing_from_ms: int | None = None
     changing_base: tuple[int, float] | None = None
+    last_counters: tuple[float, ...] = ()  # the newest sample's cumulative counters (counters_fell)
+    # How far the fetch stamps moved while samples in the window were stamped (RESTAMP_REACH), and the
+    # sample of the newest move: once the window starts after it, all its samples share one stamping.
+    restamped_ms: int = 0
+    restamped_at_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
