@@ -245,7 +245,7 @@ class TickRecord:
         job, names = evaluation.job, {v.id: v.name for v in evaluation.sample.topology}
         self.metrics.report_verification(job, names, verification)
         kind = EventType.NORMAL if verification.as_expected else EventType.WARNING
-        text = verification_text(record, names)
+        text = verification_text(record, names, evaluation.window_samples)
         self.event(job.key, Reason.SCALING_VERIFIED, kind, text, key=f"verified:{record.ts_ms}")
         (log.info if verification.as_expected else log.warning)("scaling_verified", detail=text)
 

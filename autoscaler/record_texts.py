@@ -73,9 +73,10 @@ def changes_key(decision: Decision) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-def verification_text(record: ScalingRecord, names: Mapping[VertexId, str]) -> str:
+def verification_text(record: ScalingRecord, names: Mapping[VertexId, str], samples: int = 0) -> str:
     """The ScalingVerified event: per rescaled vertex the capacity measured over the first full window
-    after the rescale against the one expected, and what a shortfall means for the operator."""
+    after the rescale against the one expected, and what a shortfall means for the operator; with the
+    number of ``samples`` in that window when known (> 0), so a verdict from a thin window shows."""
     verification = record.verification
     assert verification is not None, "only a verified record has a verification text"
     parts = []
@@ -90,13 +91,15 @@ def verification_text(record: ScalingRecord, names: Mapping[VertexId, str]) -> s
                 f"{head}{v.measured:.2f} rec/s at full load, {v.ratio:.0%} of the {v.expected:.2f} expected"
             )
     when = utc_text(record.ts_ms)
+    window = f" ({samples} samples)" if samples > 0 else ""
     if verification.as_expected:
         return (
-            f"Rescale of {when} verified over a full metric window: {'; '.join(parts)} "
+            f"Rescale of {when} verified over a full metric window{window}: {'; '.join(parts)} "
             f"(threshold {verification.threshold:.0%})"
         )
     return (
-        f"Rescale of {when} delivered less processing capacity than expected: {'; '.join(parts)}. "
+        f"Rescale of {when} delivered less processing capacity than expected over a full metric "
+        f"window{window}: {'; '.join(parts)}. "
         f"Below {verification.threshold:.0%} of the expected capacity the vertex does not scale linearly "
         "(data skew, an external system or a shared resource limits it): the next decisions start from "
         "the measured rate"

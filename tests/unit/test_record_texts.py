@@ -212,3 +212,13 @@ def test_the_scaling_verified_text_names_each_vertex_its_numbers_and_what_flink_
     fine = replace(record, verification=replace(verification, vertices={VID: (4, 1500.0, 1490.0)}))
     assert "verified over a full metric window" in verification_text(fine, {})
     assert verification_text(fine, {}).endswith("(threshold 90%)")
+
+
+def test_the_scaling_verified_text_says_how_many_samples_its_window_held() -> None:
+    verification = ScalingVerification(9_000, 0.9, {VID: VertexVerification(4, 1500.0, 1490.0)})
+    record = ScalingRecord(0, {VID: (2, 4)}, confirmed_ms=5_000, verification=verification)
+    assert "verified over a full metric window (7 samples): " in verification_text(record, {}, 7)
+    short = replace(verification, vertices={VID: (4, 1500.0, 1000.0)})
+    text = verification_text(replace(record, verification=short), {}, 7)
+    assert "less processing capacity than expected over a full metric window (7 samples): " in text
+    assert "samples" not in verification_text(record, {})  # unknown: not said

@@ -266,3 +266,21 @@ def test_the_window_start_and_slide_by_bisection_equal_a_scan_of_every_sample(
     assert slid.timestamps == tuple(timestamps[i] for i in kept)
     assert slid.offered == tuple(window.offered[i] for i in kept)
     assert slid.known == tuple(window.known[i] for i in kept)
+
+
+def test_a_counter_reset_inside_stabilization_does_not_start_the_window_before_stabilization_ends() -> None:
+    """A rescale's first readings: one from the old run's last fetch (higher counters), then the new
+    run's (lower): the counters fell 11 s after the restart. The window then restarted at that sample,
+    stabilization applied again from the next sample on, but the window's origin stayed at 11 s: it was
+    full by the clock at 41 s from 3 samples spanning 10 s, and a ScalingVerified judged the rescale
+    from them (issue 36). Its origin is the first sample after stabilization, as for any restart."""
+    book = WindowBook()
+    opts = {"metrics_window_ms": 30 * S, "stabilization_ms": 30 * S}
+    feed(book, RUNNING + 6 * S, counters=(900.0,), **opts)  # the old run's fetch, served again
+    fell = feed(book, RUNNING + 11 * S, counters=(10.0,), **opts)
+    assert fell.counters_fell
+    statuses = {t: feed(book, RUNNING + t * S, counters=(10.0 * t,), **opts) for t in range(16, 80, 5)}
+    assert all(statuses[t].not_ready is Reason.STABILIZING for t in (16, 21, 26))
+    assert all(statuses[t].not_ready is Reason.WINDOW_NOT_FULL for t in (31, 36, 41, 46, 51, 56))
+    full = statuses[61]  # one metrics.window after the first sample after stabilization (31 s)
+    assert full.not_ready is None and full.samples == 7 and full.start_ms == RUNNING + 31 * S

@@ -178,3 +178,83 @@ def test_a_tick_without_a_new_sample_keeps_holding() -> None:
 def test_load_changing(points: tuple[tuple[int, float], ...], changing: bool) -> None:
     assert load_changing(points, 0.3) is changing
     assert load_changing(points, 0.0) is False  # off
+
+
+# -- ticks that add no sample (PartialMetrics, StaleMetrics) around a load step (issue 36) --------------
+GAP_TICK = 10 * S  # a new fetch every other 5 s tick, as with Flink's 5 s fetch interval on a 5 s loop
+
+
+STALE = -1.0  # a tick that read the last fetch again: the same sample, observed later
+
+
+def gapped(book: WindowBook, plan: list[tuple[int, float | None]]) -> list[WindowStatus | None]:
+    """Ticks at FIRST + t (t ascending): a rate adds a sample whose offered records grew at it since the
+    last sample; None is a faulty tick that adds none (the job is absent: its window slides by the clock);
+    STALE observes the last sample again."""
+    out: list[WindowStatus | None] = []
+    offered, last_t = 0.0, 0
+    opts = {"metrics_window_ms": WINDOW, "stabilization_ms": 30 * S, "load_change_threshold": 0.3}
+    for t, rate in plan:
+        now = FIRST + t
+        if rate is None:
+            book.retain(now, present=())
+            out.append(None)
+            continue
+        if rate != STALE:
+            offered += rate * (t - last_t) / S
+            last_t = t
+        out.append(feed(book, FIRST + last_t, now_ms=now, offered=offered, **opts))
+        book.retain(now, present=("j",))
+    return out
+
+
+def steady(until_s: int, rate: float = 800.0) -> list[tuple[int, float | None]]:
+    return [(t * S, rate) for t in range(0, until_s + 1, GAP_TICK // S)]
+
+
+def test_faulty_ticks_after_load_changing_still_tell_the_change_and_the_window_restarts_at_the_new_load() -> (
+    None
+):
+    """800 -> 3000 rec/s 3 s into the interval that ends at 60 s; then three ticks without a sample.
+    The window at 80 s holds 50, 60, 80: none of the old load before the suspect interval. It used to
+    decide from that mix ("must process 2,705" of 3,000 on a real cluster); now the point it began at
+    when it waited tells the change, as it would have without the faults."""
+    mixed = (3 * 800.0 + 7 * 3000.0) / 10
+    plan = [*steady(50), (60 * S, mixed), (65 * S, None), (70 * S, None), (75 * S, None), (80 * S, 3000.0)]
+    statuses = gapped(WindowBook(), plan)
+    waiting, after = statuses[-5], statuses[-1]
+    assert waiting is not None and waiting.not_ready is Reason.LOAD_CHANGING
+    assert after is not None
+    assert after.load_change_ms == FIRST + 60 * S  # the first sample of the new load
+    assert after.start_ms == FIRST + 60 * S and after.samples == 2  # the new load only
+    # Full one metrics.window after the change began (50 s), like the clean run's window: it decides
+    # from the new load at once, here as there.
+    assert after.not_ready is None
+
+
+def test_a_gap_over_the_step_waits_an_interval_then_restarts_at_the_new_load() -> None:
+    """No sample from 60 s to 90 s while the load steps up at 66 s: the window at 90 s holds 60 and 90,
+    one interval with the step inside it. It used to decide from it; now it is compared with the point
+    the window began at before (LoadChanging), and the next interval tells the change."""
+    inside = (6 * 800.0 + 24 * 3000.0) / 30
+    gap = [(t * S, None) for t in (65, 70, 75, 80, 85)]
+    plan = [*steady(60), *gap, (90 * S, inside), (95 * S, STALE), (100 * S, 3000.0)]
+    statuses = gapped(WindowBook(), plan)
+    first_after, stale = statuses[-3], statuses[-2]
+    assert first_after is not None and first_after.samples == 2
+    assert first_after.not_ready is Reason.LOAD_CHANGING
+    # A stale tick in between (the same reading again) adds nothing that could tell: still waiting.
+    assert stale is not None and not stale.kept and stale.not_ready is Reason.LOAD_CHANGING
+    told = statuses[-1]
+    assert told is not None and told.load_change_ms == FIRST + 90 * S
+    assert told.start_ms == FIRST + 90 * S and told.not_ready is None  # 60 s + 30 s: full, the new load only
+
+
+def test_a_faulty_tick_after_a_blip_leaves_the_window_as_it_was() -> None:
+    """One interval at twice the load, a faulty tick, then the old load: no change, and the window decides
+    over its own samples again (the remembered point changes nothing without a change)."""
+    plan = [*steady(50), (60 * S, 1600.0), (65 * S, None), (70 * S, None), (75 * S, None), (80 * S, 800.0)]
+    statuses = gapped(WindowBook(), plan)
+    after = statuses[-1]
+    assert after is not None and after.load_change_ms is None
+    assert after.not_ready is None and after.start_ms == FIRST + 50 * S
