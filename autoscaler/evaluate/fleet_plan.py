@@ -19,12 +19,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from autoscaler.evaluate.propagation import sole_output
 from autoscaler.evaluate.vector_formulas import Bools, Floats, Ints, edge_output_ratio
 from autoscaler.model import JobTopology, VertexId
 
 __all__ = ["FleetLayout", "PlanCache", "TopologyPlan", "propagate"]
 
-# How computeEdgeDataRate finds an edge's rate (propagation.edge_data_rate, its three cases in order).
+# How computeEdgeDataRate finds an edge's rate (propagation.edge_data_rate, its three cases in order),
+# once ours (the upstream's out-rate, on an edge that carries all of it: ``input_sole``) does not apply.
 ONE_INPUT = 1  # the target's records-in rate
 SINGLE_OUTPUT_OTHERS = 2  # the target's in-rate minus the out-rates of its other inputs
 UPSTREAM_OUT = 3  # the upstream vertex's records-out rate
@@ -55,6 +57,7 @@ class TopologyPlan:
     input_upstream: Ints
     input_slot: Ints
     input_case: Ints
+    input_sole: Bools  # the edge carries all the upstream emits (propagation.sole_output)
     other_row: Ints
     other_vertex: Ints
     other_position: Ints
@@ -80,6 +83,7 @@ class TopologyPlan:
         depth: dict[VertexId, int] = {}
         ordered = True
         rows: list[tuple[int, int, int, int]] = []  # (vertex, upstream, slot, case)
+        sole: list[bool] = []
         others: list[tuple[int, int, int]] = []  # (input row, other input, position)
         for vid in ids:
             ups = inputs[vid]
@@ -95,6 +99,7 @@ class TopologyPlan:
                 else:
                     case = UPSTREAM_OUT
                 rows.append((index[vid], index[up], slot, case))
+                sole.append(sole_output(topology, up, vid))
         infos = list(topology.vertices.values())
         columns = list(zip(*rows, strict=True)) if rows else [(), (), (), ()]
         other_columns = list(zip(*others, strict=True)) if others else [(), (), ()]
@@ -110,6 +115,7 @@ class TopologyPlan:
             input_upstream=_ints(columns[1]),
             input_slot=_ints(columns[2]),
             input_case=_ints(columns[3]),
+            input_sole=np.array(sole, dtype=np.bool_),
             other_row=_ints(other_columns[0]),
             other_vertex=_ints(other_columns[1]),
             other_position=_ints(other_columns[2]),
@@ -178,6 +184,7 @@ class FleetLayout:
         self.input_vertex = _concat([p.input_vertex for p in plans], np.int64) + vertex_shift
         self.input_upstream = _concat([p.input_upstream for p in plans], np.int64) + vertex_shift
         self.input_case = _concat([p.input_case for p in plans], np.int64)
+        self.input_sole = _concat([p.input_sole for p in plans], np.bool_)
         slot = _concat([p.input_slot for p in plans], np.int64)
 
         row_offsets = np.cumsum(inputs) - inputs
@@ -206,7 +213,8 @@ def propagate(
 
     A source keeps its own rates; any other vertex starts at 0.0 and adds, input by input in the
     oracle's order, its input's rate times the edge's output ratio, so the sums round as the oracle's
-    do. The edge rates (computeEdgeDataRate) and ratios depend on the window's aggregates only, so they
+    do. An edge that carries all its upstream emits takes the upstream's out-rate when it is measured.
+    The edge rates (computeEdgeDataRate) and ratios depend on the window's aggregates only, so they
     are computed for all edges at once before the walk.
     """
     with np.errstate(all="ignore"):  # IEEE arithmetic is the semantics wanted: inf - inf is NaN
@@ -219,9 +227,13 @@ def propagate(
         case = layout.input_case
         upstream_out = records_out_rate[layout.input_upstream]
         edge_rate = np.where(
-            case == ONE_INPUT,
-            target_in,
-            np.where(case == SINGLE_OUTPUT_OTHERS, target_in - subtracted, upstream_out),
+            layout.input_sole & ~np.isnan(upstream_out),
+            upstream_out,
+            np.where(
+                case == ONE_INPUT,
+                target_in,
+                np.where(case == SINGLE_OUTPUT_OTHERS, target_in - subtracted, upstream_out),
+            ),
         )
         ratio = edge_output_ratio(records_in_rate[layout.input_upstream], edge_rate)
         tdr = np.where(layout.is_source, source_target_rate, 0.0)

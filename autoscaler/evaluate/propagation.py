@@ -5,6 +5,14 @@ CATCH_UP_DATA_RATE propagation, sources first. The walk in :mod:`autoscaler.eval
 propagates the rates as the custom evaluators left them; :func:`propagate_rates` here gives the
 built-in ones alone. An unknown ratio (a missing metric) makes the vertex, and so everything
 downstream, NaN (FLINK-39925 fixed).
+
+Ours: an edge that carries everything its upstream emits (:func:`sole_output`) is measured by the
+upstream's records-out rate, not by the downstream's records-in rate the reference reads first. The two
+agree except while records pile up in Flink's network buffers between them: a vertex that cannot keep
+up back-pressures its input only once those buffers are full, and until then its upstream reads (and
+emits) the whole offered load while the vertex reads only its own capacity. The reference's ratio then
+comes out as the vertex's throughput over the load, so the vertex's target rate is its own throughput:
+sized for what it manages, not for what it is offered (issue 36: Work "must process 2,497" of 2,600).
 """
 
 from __future__ import annotations
@@ -16,17 +24,22 @@ from autoscaler.evaluate.aggregates import VertexAggregates, aggregates_of
 from autoscaler.evaluate.rates import catch_up_rate, target_data_rate
 from autoscaler.model import NAN, JobTopology, VertexId
 
-__all__ = ["edge_data_rate", "edge_output_ratio", "incoming_rates", "propagate_rates"]
+__all__ = ["edge_data_rate", "edge_output_ratio", "incoming_rates", "propagate_rates", "sole_output"]
 
 
 def edge_data_rate(
     topology: JobTopology, aggregates: Mapping[VertexId, VertexAggregates], source: VertexId, target: VertexId
 ) -> float:
-    """Reference §1.5 computeEdgeDataRate, first case that applies.
+    """Reference §1.5 computeEdgeDataRate, first case that applies, after one of ours.
 
+    0. (ours) the edge carries all of ``source``'s output (:func:`sole_output`) and its out-rate is
+    measured: that out-rate, which records waiting in the network buffers do not lower.
     1. ``target`` has one input: its records-in rate. 2. every other input of ``target`` has exactly one
     output: target in-rate minus their out-rates. 3. otherwise the out-rate of ``source``.
     """
+    source_out = aggregates_of(aggregates, source).records_out_rate
+    if sole_output(topology, source, target) and not math.isnan(source_out):
+        return source_out
     inputs = _distinct(e.source for e in topology.inputs(target))
     target_in = aggregates_of(aggregates, target).records_in_rate
     if len(inputs) == 1:
@@ -35,6 +48,16 @@ def edge_data_rate(
     if all(len(_distinct(e.target for e in topology.outputs(i))) == 1 for i in others):
         return target_in - sum(aggregates_of(aggregates, i).records_out_rate for i in others)
     return aggregates_of(aggregates, source).records_out_rate
+
+
+def sole_output(topology: JobTopology, source: VertexId, target: VertexId) -> bool:
+    """Whether every record ``source`` emits travels to ``target`` once: its one output edge, not BROADCAST.
+
+    Then the edge's rate is ``source``'s ``numRecordsOut`` rate (a broadcast record is counted once out
+    and once per downstream subtask in; several outputs share the count).
+    """
+    edges = topology.outputs(source)
+    return len(edges) == 1 and edges[0].target == target and edges[0].ship_strategy.upper() != "BROADCAST"
 
 
 def edge_output_ratio(source_records_in_rate: float, edge_rate: float) -> float:

@@ -52,9 +52,14 @@ def work_job(
     initial_backlog: float = 0.0,
     max_parallelism: int = 128,
     source_counts_records_in: bool = True,
+    in_flight_records: float = 0.0,
     job_config: Mapping[str, str] | None = None,
 ) -> SimJobSpec:
-    """The lab job: a partitioned backlog source, a CPU-bound ``Work`` vertex, a keyed sink chain."""
+    """The lab job: a partitioned backlog source, a CPU-bound ``Work`` vertex, a keyed sink chain.
+
+    ``in_flight_records``: what the network buffers in front of each Work and sink subtask hold before
+    their inputs are back-pressured (``LAB_IN_FLIGHT_RECORDS`` is the lab's; 0: none).
+    """
     source = "Source: BacklogSource"
     sink = "Aggregate -> Sink: Writer"
     return SimJobSpec(
@@ -75,6 +80,7 @@ def work_job(
                 capacity_per_subtask=work_capacity,
                 parallelism=work_parallelism,
                 max_parallelism=max_parallelism,
+                in_flight_records=in_flight_records,
             ),
             SimVertexSpec(
                 name=sink,
@@ -83,6 +89,7 @@ def work_job(
                 parallelism=sink_parallelism,
                 max_parallelism=max_parallelism,
                 output_ratio=0.0,
+                in_flight_records=in_flight_records,
             ),
         ),
         edges=(

@@ -210,6 +210,13 @@ class SimVertexSpec(_Spec):
         default=True,
         description="False: a source reader not built on SourceReaderBase, whose numRecordsIn stays 0",
     )
+    in_flight_records: float = Field(
+        default=0.0,
+        ge=0,
+        description="records the network buffers in front of each subtask hold (its input channels' "
+        "buffers and its upstream's output buffers for it) before its inputs are back-pressured; 0: none, "
+        "an upstream is back-pressured the moment this vertex saturates",
+    )
     hot_key_share: float = Field(
         default=0.0,
         ge=0.0,
@@ -260,6 +267,10 @@ class SimJobSpec(_Spec):
             seen.add((edge.source, edge.target))
         targets = {edge.target for edge in self.edges}
         for vertex in self.vertices:
+            if vertex.in_flight_records > 0 and vertex.name not in targets:
+                raise ValueError(
+                    f"vertex {vertex.name!r} is a source (it has no inputs): it cannot set in_flight_records"
+                )
             if vertex.hot_key_share > 0 and vertex.name not in targets:
                 raise ValueError(
                     f"vertex {vertex.name!r} is a source (it has no inputs): it cannot set hot_key_share"

@@ -47,7 +47,7 @@ def graphs(draw: st.DrawFn) -> JobTopology:
     max_p = draw(st.sampled_from([1, 4, 12, 128, 720]))
     vertices = [VertexInfo(f"v{i}", f"v{i}", draw(st.integers(1, max_p)), max_p) for i in range(n)]
     edges = [
-        Edge(f"v{a}", f"v{b}", draw(st.sampled_from(["HASH", "REBALANCE", "FORWARD", "hash"])))
+        Edge(f"v{a}", f"v{b}", draw(st.sampled_from(["HASH", "REBALANCE", "FORWARD", "hash", "BROADCAST"])))
         for b in range(1, n)
         for a in range(b)
         if draw(st.integers(0, 2)) == 0
@@ -275,6 +275,44 @@ def test_a_graph_planned_once_serves_later_ticks_and_other_jobs() -> None:
         got = evaluator.evaluate(jobs, table_of(rows))
         for j, graph in zip(jobs, got, strict=True):
             assert_identical(graph, oracle(j, rows[j.sample.job.key]), j.sample.job.key)
+
+
+def test_a_back_pressured_vertex_is_sized_for_the_load_offered_upstream() -> None:
+    """Issue 36 item 5, fleet and oracle alike: the source reads and emits the 2,600 rec/s offered (no
+    lag), Work at p = 2 (1,250 rec/s a subtask) reads 2,497 and is 100 % busy, the rest waits in the
+    network buffers. Its target data rate is 2,600, not its own 2,497, and so it goes to 4, not 3:
+    round(2600 * 60/1800 + 2600/0.7) = 3801 > 2 * 1250 * 1.5; from 2,497: 3650 -> 3."""
+    topology = JobTopology.build(
+        [VertexInfo("src", "src", 1, 128), VertexInfo("work", "work", 2, 128)], [Edge("src", "work")]
+    )
+    opts = AutoscalerOptions(restart_time=timedelta(minutes=1), prefer_counter_rates=True)
+    sample = JobSample(
+        JobTarget(JobRef("c", "x", "x"), opts), 0, 0, topology, {v: VertexSample() for v in topology.vertices}
+    )
+    rows = {
+        "c/x": {
+            "src": VertexAggregates(
+                samples=7,
+                records_in_rate=2600.0,
+                records_out_rate=2600.0,
+                lag_rate=0.0,
+                lag_latest=0.0,
+                accumulated_busy_agg_rate=26.0,
+            ),
+            "work": VertexAggregates(
+                samples=7,
+                records_in_rate=2497.0,
+                records_out_rate=2497.0,
+                accumulated_busy_agg_rate=998.8,
+            ),
+        }
+    }
+    job = FleetJob(sample, 60.0)
+    [graph] = FleetEvaluator().evaluate([job], table_of(rows))
+    assert_identical(graph, oracle(job, rows["c/x"]), "x")
+    work = graph.vertices["work"]
+    assert work.target_data_rate == 2600.0
+    assert work.target_parallelism == 4
 
 
 def test_no_jobs_and_no_rows() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -87,10 +88,14 @@ def test_integration_case_source_lag_growing() -> None:
 
 
 def test_missing_input_metric_makes_vertex_and_downstream_unknown() -> None:
-    """FLINK-39925 fixed: NaN records-in of `mid` -> NaN ratio -> NaN TDR for mid and sink, no change."""
+    """FLINK-39925 fixed: NaN records-in of `mid` -> NaN ratio -> NaN TDR for mid and sink, no change.
+
+    The source's records-out is unmeasured too: measured, it alone would give mid's TDR (ours, the edge
+    carries all the source emits), and only the sink, behind mid's unknown ratio, would be unknown.
+    """
     topo = topology({"src": 2, "mid": 8, "sink": 8}, [("src", "mid"), ("mid", "sink")])
     aggs = {
-        "src": source(1000.0, tpr=4000.0),
+        "src": replace(source(1000.0, tpr=4000.0), records_out_rate=NAN),
         "mid": agg(in_rate=NAN, out_rate=1000.0, busy_ms=1000.0, in_per_s=1000.0),  # 100% busy
         "sink": agg(in_rate=1000.0, busy_ms=100.0, in_per_s=1000.0),
     }
@@ -119,7 +124,7 @@ def test_catch_up_rate_raises_target_capacity_downstream() -> None:
     """§1.5: catch-up flows downstream through the output ratio (here 2 records out per record in)."""
     topo = topology({"src": 1, "flat": 1}, [("src", "flat")])
     aggs = {
-        "src": source(1000.0, lag=180_000.0, tpr=10_000.0),
+        "src": replace(source(1000.0, lag=180_000.0, tpr=10_000.0), records_out_rate=2000.0),
         "flat": agg(in_rate=2000.0, busy_ms=500.0, in_per_s=2000.0),
     }
     evs, backlog = evaluate(topo, aggs)
@@ -231,7 +236,7 @@ def test_busy_time_only_ignores_a_misleading_output_ratio() -> None:
     """
     topo = topology({"src": 2, "mid": 8}, [("src", "mid")])
     aggs = {
-        "src": source(1000.0, tpr=4000.0),
+        "src": replace(source(1000.0, tpr=4000.0), records_out_rate=10.0),  # it emits 1 in 100
         "mid": agg(in_rate=10.0, out_rate=10.0, busy_ms=1000.0, in_per_s=10.0),
     }
     only = AutoscalerOptions(busy_time_only_enabled=True)

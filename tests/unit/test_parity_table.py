@@ -117,16 +117,26 @@ EDGE_SHAPES = {
 @pytest.mark.parametrize(
     ("shape", "in_a", "out_a", "in_b", "out_b", "in_c", "expected"),
     [
-        # case 1, single input: edge = in(c) = 80; ratio 80/100 = 0.8; TDR(c) = 100 * 0.8 = 80
-        pytest.param("chain", 100.0, 90.0, NAN, NAN, 80.0, 80.0, id="§1.5 edge case 1"),
-        # case 2: edge(a->c) = in(c) - out(b) = 100 - 30 = 70 (ratio 0.7); edge(b->c) = 100 - 90 = 10
-        # (ratio 10/40 = 0.25); TDR(c) = 100*0.7 + 40*0.25 = 70 + 10 = 80
-        pytest.param("join", 100.0, 90.0, 40.0, 30.0, 100.0, 80.0, id="§1.5 edge case 2"),
+        # case 1, single input: edge = in(c) = 80; ratio 80/100 = 0.8; TDR(c) = 100 * 0.8 = 80 (ours:
+        # edge = out(a) = 80, the same wherever no records pile up between a and c)
+        pytest.param("chain", 100.0, 80.0, NAN, NAN, 80.0, 80.0, id="§1.5 edge case 1"),
+        # ours: out(a) unmeasured -> the reference's case 1, in(c)
+        pytest.param("chain", 100.0, NAN, NAN, NAN, 80.0, 80.0, id="§1.5 edge case 1, out(a) unknown"),
+        # ours: a emits 100, c reads 80 (20/s wait in the network buffers): edge = out(a) = 100, ratio
+        # 1, TDR(c) = 100 (the reference: in(c) = 80, so c is sized for what it already manages)
+        pytest.param("chain", 100.0, 100.0, NAN, NAN, 80.0, 100.0, id="ours: edge of a sole output = out(a)"),
+        # case 2: edge(a->c) = in(c) - out(b) = 100 - 30 = 70 (ratio 0.7); edge(b->c) = 100 - 70 = 30
+        # (ratio 30/40 = 0.75); TDR(c) = 100*0.7 + 40*0.75 = 70 + 30 = 100 (ours: out(a) = 70 and
+        # out(b) = 30, each a's and b's sole output: the same)
+        pytest.param("join", 100.0, 70.0, 40.0, 30.0, 100.0, 100.0, id="§1.5 edge case 2"),
+        # case 2 with a's out unmeasured (ours: then the reference's cases): edge(a->c) = 100 - 30 = 70
+        # (ratio 0.7); edge(b->c) = out(b) = 30 (b's sole output; ratio 0.75); TDR(c) = 70 + 30 = 100
+        pytest.param("join", 100.0, NAN, 40.0, 30.0, 100.0, 100.0, id="§1.5 edge case 2, out(a) unknown"),
         # case 3: b fans out, so edge(a->c) = out(a) = 55 (ratio 0.55); edge(b->c): a has one output,
         # so case 2: in(c) - out(a) = 100 - 55 = 45 (ratio 45/40 = 1.125); TDR(c) = 55 + 45 = 100
         pytest.param("fan", 100.0, 55.0, 40.0, 30.0, 100.0, 100.0, id="§1.5 edge case 3"),
-        # FLINK-39925 fixed (ours): in(c) unknown -> edge NaN -> ratio NaN -> TDR(c) NaN, never 0
-        pytest.param("chain", 100.0, 90.0, NAN, NAN, NAN, NAN, id="FLINK-39925 missing metric -> NaN"),
+        # FLINK-39925 fixed (ours): out(a) and in(c) unknown -> edge NaN -> ratio NaN -> TDR(c) NaN, never 0
+        pytest.param("chain", 100.0, NAN, NAN, NAN, NAN, NAN, id="FLINK-39925 missing metric -> NaN"),
     ],
 )
 def test_propagated_target_data_rate(
@@ -557,7 +567,8 @@ def test_history_trimming(
 @pytest.mark.parametrize(
     ("mid_in_rate", "mid_busy_ms", "expected_mid", "expected_sink"),
     [
-        # mid's records-in unknown -> ratio NaN -> TDR NaN for mid and sink: both keep p=8 (ours)
+        # mid's records-in unknown (and src's records-out, which would give mid's TDR alone, ours) ->
+        # ratio NaN -> TDR NaN for mid and sink: both keep p=8 (ours)
         pytest.param(NAN, 1000.0, 8, 8, id="FLINK-39925 missing records-in -> unknown, no change"),
         # known: mid TDR 1000, TPR 1000/1.0 = 1000 at p=8; capacity 1595 -> ceil(8*1.595) = 13;
         # sink TDR 1000 (ratio 1), TPR 1000/0.1 = 10000 -> factor 0.1595 -> 0.4 floor -> ceil(3.2) = 4
@@ -569,7 +580,7 @@ def test_missing_metric_is_unknown(
 ) -> None:
     topo = topology({"src": 2, "mid": 8, "sink": 8}, (("src", "mid", "FORWARD"), ("mid", "sink", "FORWARD")))
     aggs = {
-        "src": rates(in_rate=1000.0, out_rate=1000.0, busy_ms=250.0, in_per_s=1000.0),
+        "src": rates(in_rate=1000.0, out_rate=NAN, busy_ms=250.0, in_per_s=1000.0),
         "mid": rates(in_rate=mid_in_rate, out_rate=1000.0, busy_ms=mid_busy_ms, in_per_s=1000.0),
         "sink": rates(in_rate=1000.0, busy_ms=100.0, in_per_s=1000.0),
     }

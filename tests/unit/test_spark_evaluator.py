@@ -229,6 +229,49 @@ def test_evaluate_end_to_end_integration_case(spark: Any) -> None:
 
 
 @pytest.mark.spark
+def test_a_back_pressured_vertex_is_sized_for_the_offered_load_as_the_oracle_does(spark: Any) -> None:
+    """Issue 36 item 5: the source reads and emits 2,600 rec/s with no lag while Work at p = 2 reads its
+    2,500 (the rest waits in the network buffers). Spark and the oracle: Work must process 2,600 -> 4."""
+    topo = topology({"src": 1, "work": 2}, [("src", "work", "REBALANCE")])
+    opts = AutoscalerOptions(
+        metrics_window=timedelta(seconds=30),
+        stabilization_interval=timedelta(0),
+        restart_time=timedelta(minutes=1),
+        prefer_counter_rates=True,
+    )
+    ours, oracle = SparkEvaluator(spark), PythonEvaluator()
+    got: dict[str, JobEvaluation] = {}
+    for tick in range(4):
+        t = tick * 10.0
+        vertices = {
+            "src": VertexSample(
+                busy_time_ms_per_s=26.0,
+                accumulated_busy_time_ms=26.0 * t,
+                accumulated_busy_time_agg_ms=26.0 * t,
+                num_records_in=2600.0 * t,
+                num_records_out=2600.0 * t,
+                num_records_in_per_s=2600.0,
+                pending_records=0.0,
+            ),
+            "work": VertexSample(
+                busy_time_ms_per_s=1000.0,
+                accumulated_busy_time_ms=2000.0 * t,
+                accumulated_busy_time_agg_ms=1000.0 * t,
+                num_records_in=2500.0 * t,
+                num_records_out=2500.0 * t,
+                num_records_in_per_s=2500.0,
+            ),
+        }
+        samples = [job_sample("bp", T0 + tick * 10 * S, vertices, topo=topo, options=opts)]
+        got = ours.evaluate(samples, T0 + tick * 10 * S)
+        assert_same(got, oracle.evaluate(samples, T0 + tick * 10 * S))
+    work = got["c1/bp"].vertices["work"]
+    assert work.true_processing_rate == pytest.approx(2500.0)
+    assert work.target_data_rate == pytest.approx(2600.0)  # not its own 2,500
+    assert (work.target_parallelism, work.outside_band) == (4, True)
+
+
+@pytest.mark.spark
 def test_a_tick_is_timed_in_its_three_phases(spark: Any) -> None:
     """Each lap of the tick books to its phase: with a clock that moves one second a reading, the tick
     reads as one second of window bookkeeping, two of Spark (the last checkpoint, then the query) and one
