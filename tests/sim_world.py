@@ -11,7 +11,7 @@ from autoscaler.archive import TickArchive
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.evaluate.python import PythonEvaluator
-from autoscaler.events import EventLog
+from autoscaler.events import EventLog, EventStore
 from autoscaler.metrics import MetricsReporter
 from autoscaler.outcome import JobOutcome
 from autoscaler.plugins.configured import PluginInstances
@@ -35,7 +35,7 @@ class SimWorld:
     clock: FakeClock
     sim: SimCluster
     daemon: Daemon
-    events: EventLog
+    events: EventStore
     metrics: MetricsReporter
     outcomes: list[JobOutcome] = field(default_factory=list)
 
@@ -51,11 +51,12 @@ def sim_world(
     metrics: MetricsReporter | None = None,
     plugins: PluginInstances | None = None,
     archive: TickArchive | None = None,
+    events: EventStore | None = None,
 ) -> SimWorld:
     """A cluster of ``slots`` slots (metric fetch every half tick) and a daemon watching it as ``sim``."""
     clock = FakeClock()
     sim = SimCluster(SimClusterSpec(slots=slots, metric_fetch_interval_s=TICK_S / 2), clock)
-    events, outcomes = EventLog(), []
+    events, outcomes = events if events is not None else EventLog(), []
     metrics = metrics or MetricsReporter()
     daemon = Daemon(
         Settings(
