@@ -308,7 +308,8 @@ def status_table(
         for v in record.vertices:
             rec = str(v.decided if v.decided is not None else v.recommended)
             load = "-" if v.load is None else f"{v.load:.2f}"
-            rows.append((f"  {v.name}", str(v.parallelism), rec, load, _count(v.lag, unit=""), "", "", ""))
+            note = _vertex_note(record, v)
+            rows.append((f"  {v.name}", str(v.parallelism), rec, load, _count(v.lag, unit=""), "", note, ""))
     table = (
         _columns(header, rows, clipped=(0,)) if rows else "no jobs recorded yet (has the daemon run a tick?)"
     )
@@ -326,6 +327,42 @@ def status_table(
         if lease.expires_ms > now_ms or not is_member(lease.name)
     ]
     return table + "\n\n" + _columns(("CLUSTER", "ACTED ON BY", "LEASE"), lease_rows, clipped=(0, 1))
+
+
+# Why a vertex's REC differs from its P although nothing is sent, in a few words for its status row: a REC
+# above P alone reads as a scale-up on its way. By the job's outcome; others say their reason code.
+_NO_ACTION_WORDS: dict[str, str] = {
+    Reason.IN_BAND: "no vertex outside its utilization band",
+    Reason.SCALE_DOWN_DELAYED: "scale-down held for scale-down.interval",
+    Reason.COOLDOWN_DEFERRED: "deferred: cooldown",
+    Reason.ADVISOR_MODE: "recommended only: advisor mode",
+    Reason.EXCLUDED_PERIOD: "recommended only: excluded period",
+    Reason.RESOURCE_QUOTA_REACHED: "over the resource quota",
+    Reason.WAITING_FOR_SLOTS: "too few free slots",
+    Reason.RESCALE_IN_FLIGHT: "the last rescale is not running yet",
+    Reason.RESCALE_STUCK: "backoff after a rescale that never ran",
+    Reason.RESCALE_REJECTED: "backoff after Flink refused a rescale",
+    Reason.MEMORY_PRESSURE: "memory pressure",
+    Reason.METRICS_UNKNOWN: "rates unknown",
+    Reason.SCALING_VETOED: "vetoed by an executor plugin",
+    Reason.PLUGIN_FAILED: "a plugin failed",
+    Reason.STABILIZING: "the job (re)started recently",
+    Reason.WINDOW_NOT_FULL: "metric window not full",
+    Reason.LOAD_CHANGING: "the load may be changing",
+}
+
+
+def _vertex_note(record: DecisionRecord, v: VertexRecord) -> str:
+    """A vertex row's LAST DECISION cell: empty when REC is what runs or what was just sent; otherwise
+    why no rescale to REC is under way (the job's outcome, in words)."""
+    rec = v.decided if v.decided is not None else v.recommended
+    if rec == v.parallelism or record.scaled:
+        return ""
+    if v.excluded:
+        return "no action: excluded (vertex.exclude.ids)"
+    if record.outcome == Reason.SCALING:  # others changed; this one's recommendation was not part of it
+        return "no action: not part of the rescale"
+    return f"no action: {_NO_ACTION_WORDS.get(record.outcome, record.outcome)}"
 
 
 def _columns(header: Sequence[str], rows: Sequence[Sequence[str]], clipped: Sequence[int] = ()) -> str:

@@ -9,6 +9,8 @@ from sim_world import sim_world
 from structlog.testing import capture_logs
 
 from autoscaler.events import SqlEventSink
+from autoscaler.explain import record_from_outcome, status_table
+from autoscaler.reasons import Reason
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant
 from autoscaler.state.db import Database
@@ -33,3 +35,22 @@ async def test_the_daily_cleanup_logs_events_cleaned_up_once(tmp_path: Path) -> 
     assert len(cleaned) == 1 and cleaned[0]["deleted"] > 0
     assert not world.events.events("sim/load-job")
     db.close()
+
+
+async def test_status_says_why_a_recommendation_above_the_parallelism_is_not_applied() -> None:
+    # Work at 3 x 1,250 rec/s under 3,200 rec/s: 85 % busy, inside the band (up to 100 %), while the
+    # target of 70 % recommends ceil(3200 / 875) = 4. Nothing is sent: the row must not read as pending.
+    world = sim_world(8)
+    job = work_job(name="busy", work_parallelism=3, input_rate=Constant(rate=3200.0))
+    job_id = world.sim.submit(job)
+    for _ in range(20):
+        await world.tick()
+    last = world.outcomes[-1]
+    assert last.outcome is Reason.IN_BAND and world.sim.rescale_count(job_id) == 0
+    record = record_from_outcome(last)
+
+    table = status_table({record.job_key: record}, {}, world.clock.now_ms())
+
+    (work,) = [line.split() for line in table.splitlines() if line.strip().startswith("Work")]
+    assert work[1:3] == ["3", "4"]  # P 3, REC 4 ...
+    assert "no action: no vertex outside its utilization band" in table  # ... and why nothing is sent
