@@ -101,6 +101,8 @@ def explain(
         lines += ["", f"Vertices{window}{backlog}:"]
         for v in record.vertices:
             lines += _vertex_lines(v)
+        if record.restart_time_s is not None:
+            lines.append(f"Restart time used: {_restart_words(record)}")
 
     if record.verification is not None or record.scaled:
         lines += ["", *_verification_lines(record, "")]
@@ -143,7 +145,8 @@ def _earlier_lines(r: DecisionRecord, newer: DecisionRecord, rescaled_since: boo
     if r.vertices:
         backlog = {True: "yes", False: "no", None: "unknown"}[r.processing_backlog]
         window = f", {r.window_samples} samples in the window" if r.window_samples else ""
-        lines.append(f"    backlog processing: {backlog}{window}")
+        restart = f", restart time {_restart_short(r)}" if r.restart_time_s is not None else ""
+        lines.append(f"    backlog processing: {backlog}{window}{restart}")
         lines += [f"    {_vertex_inputs(v)}" for v in r.vertices]
     if r.gates:
         lines.append(f"    gates: {_gates_summary(r)}")
@@ -156,6 +159,34 @@ def _earlier_lines(r: DecisionRecord, newer: DecisionRecord, rescaled_since: boo
     if r.scaled or r.verification is not None:
         lines += _verification_lines(r, "    ", superseded=rescaled_since)
     return lines
+
+
+def _restart_words(r: DecisionRecord) -> str:
+    """The restart time the capacities were computed with (the catch-up term after a rescale), and where
+    it came from: restart.time, or the longest restart measured for the job (restart.time-tracking)."""
+    longest = r.restart_longest_ms
+    restarts = f"{r.restarts_measured} restart{'s' if r.restarts_measured != 1 else ''}"
+    if r.restart_time_measured and longest is not None:
+        capped = ", cut to restart.time-tracking.limit" if r.restart_time_capped else ""
+        return (
+            f"{r.restart_time_s:.0f} s, measured: the longest of the {restarts} measured for this job, "
+            f"{longest / 1000:.1f} s "
+            f"(restart.time-tracking.enabled; whole seconds{capped})"
+        )
+    tracking = dict(r.options).get("restart.time-tracking.enabled")
+    if tracking == "true":
+        why = "no restart of this job measured yet (restart.time-tracking.enabled)"
+    else:
+        why = "restart.time-tracking.enabled is false"
+        if longest is not None:
+            why += f"; the longest of the {restarts} measured was {longest / 1000:.1f} s, not used"
+    return f"{r.restart_time_s:.0f} s, configured (restart.time; {why})"
+
+
+def _restart_short(r: DecisionRecord) -> str:
+    """The record's restart time and its source, short (``7 s (measured)``, ``300 s (configured)``)."""
+    source = "measured" if r.restart_time_measured else "configured"
+    return f"{r.restart_time_s:.0f} s ({source})"
 
 
 def _vertex_inputs(v: VertexRecord) -> str:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim_world import sim_world
+from sim_world import QUICK, sim_world
 from structlog.testing import capture_logs
 
 from autoscaler.events import SqlEventSink
-from autoscaler.explain import record_from_outcome, status_table
+from autoscaler.explain import explain, record_from_outcome, status_table
 from autoscaler.reasons import Reason
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant
@@ -54,3 +54,33 @@ async def test_status_says_why_a_recommendation_above_the_parallelism_is_not_app
     (work,) = [line.split() for line in table.splitlines() if line.strip().startswith("Work")]
     assert work[1:3] == ["3", "4"]  # P 3, REC 4 ...
     assert "no action: no vertex outside its utilization band" in table  # ... and why nothing is sent
+
+
+async def test_explain_shows_the_restart_time_used_and_where_it_came_from() -> None:
+    world = sim_world(
+        8,
+        {
+            **QUICK,
+            "job.autoscaler.restart.time": "90 s",
+            "job.autoscaler.restart.time-tracking.enabled": "true",
+        },
+    )
+    job_id = world.sim.submit(work_job(name="load-job", input_rate=Constant(rate=2000.0)))
+    while world.sim.rescale_count(job_id) == 0:
+        await world.tick()
+    (scaled,) = [o for o in world.outcomes if o.outcome is Reason.SCALING]
+    # The decision to rescale had no restart of the job measured: restart.time, said so.
+    assert (
+        "Restart time used: 90 s, configured (restart.time; no restart of this job measured yet"
+        in explain(record_from_outcome(scaled))
+    )
+    for _ in range(15):  # the restart is measured when the daemon confirms it; later decisions use it
+        await world.tick()
+    (record,) = world.daemon.state.load("sim/load-job").history
+    assert record.restart_duration_ms is not None
+    text = explain(record_from_outcome(world.outcomes[-1]))
+    used = record.restart_duration_ms // 1000
+    assert (
+        f"Restart time used: {used} s, measured: the longest of the 1 restart measured for this job, "
+        f"{record.restart_duration_ms / 1000:.1f} s (restart.time-tracking.enabled" in text
+    )
