@@ -52,10 +52,12 @@ def sim_world(
     plugins: PluginInstances | None = None,
     archive: TickArchive | None = None,
     events: EventStore | None = None,
+    fetch_interval_s: float = TICK_S / 2,
 ) -> SimWorld:
-    """A cluster of ``slots`` slots (metric fetch every half tick) and a daemon watching it as ``sim``."""
+    """A cluster of ``slots`` slots (Flink's metric fetch every half tick unless told) and a daemon watching
+    it as ``sim``."""
     clock = FakeClock()
-    sim = SimCluster(SimClusterSpec(slots=slots, metric_fetch_interval_s=TICK_S / 2), clock)
+    sim = SimCluster(SimClusterSpec(slots=slots, metric_fetch_interval_s=fetch_interval_s), clock)
     events, outcomes = events if events is not None else EventLog(), []
     metrics = metrics or MetricsReporter()
     daemon = Daemon(

@@ -9,6 +9,10 @@ Names come from Flink (whoever submitted the job chose them) and event messages 
 line and cell goes through ``safe_text.for_terminal``, so a newline or ESC sequence in a name shows
 escaped instead of faking a row or recolouring the terminal, and a URL's secrets stay hidden. ``status``
 also cuts a name beyond :data:`NAME_WIDTH` (``explain`` shows it whole).
+
+Some 450 lines in one module because ``explain`` and ``status`` share its words (the outcomes', a
+vertex's, the restart time's, the helpers that print rates and ages): split, each half would import the
+other's.
 """
 
 from __future__ import annotations

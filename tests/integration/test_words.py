@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim_world import QUICK, sim_world
+from sim_world import QUICK, TICK_S, sim_world
 from structlog.testing import capture_logs
 
 from autoscaler.events import SqlEventSink
@@ -84,3 +84,32 @@ async def test_explain_shows_the_restart_time_used_and_where_it_came_from() -> N
         f"Restart time used: {used} s, measured: the longest of the 1 restart measured for this job, "
         f"{record.restart_duration_ms / 1000:.1f} s (restart.time-tracking.enabled" in text
     )
+
+
+async def test_counters_starting_over_after_the_daemons_own_rescale_are_said_as_the_restart() -> None:
+    # Flink fetching metrics once per control-loop interval, as on the lab cluster (5 s and 5 s): a tick
+    # after the rescale reads /jobs/:id with the new run's RUNNING time while the metric store still
+    # holds the old tasks' counters; they fall at the next fetch, within the same run.
+    world = sim_world(8, fetch_interval_s=TICK_S)
+    job_id = world.sim.submit(
+        work_job(name="load-job", work_capacity=1250.0, input_rate=Constant(rate=2000.0))
+    )
+    with capture_logs() as logs:
+        for _ in range(40):
+            await world.tick()
+    assert world.sim.parallelism(job_id)["Work"] == 3 and world.sim.rescale_count(job_id) == 1
+
+    assert not [line for line in logs if line["event"] == "metric_counters_fell"]
+    (restarted,) = [line for line in logs if line["event"] == "metric_counters_restarted"]
+    assert restarted["log_level"] == "info"
+    assert "(a rescale: Work 1 -> 3) and its record counters started over" in restarted["detail"]
+    resets = world.metrics.registry.get_sample_value(
+        "flink_autoscaler_metric_counter_resets_total", {"cluster": "sim", "job": "load-job"}
+    )
+    assert not resets  # not a reset within a run
+    # The window after it waited out the restart's stabilization like any restart: the verification
+    # came from a full window of the new run.
+    assert Reason.SCALING_VERIFIED in world.events.reasons("sim/load-job")
+    since = world.sim.job(job_id).running_since_ms
+    early = [o.outcome for o in world.outcomes if since < o.now_ms < since + 30_000]  # QUICK: 30 s
+    assert early and Reason.WINDOW_NOT_FULL not in early  # stabilizing, not a window restarted at the fall
