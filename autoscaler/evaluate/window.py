@@ -21,7 +21,7 @@ job went 1 -> 2 instead of 1 -> 3 (the fault matrix, issue 12). So a window is f
 evaluated metric known at its newest sample was known within its first half too
 (:data:`KNOWN_REACH`): a hole in the middle leaves the rates spanning the points around it, as before.
 
-Some 430 lines in one module because every rule here (restart, stabilization, counter resets, moved
+Some 490 lines in one module because every rule here (restart, stabilization, counter resets, moved
 stamps, load changes, known metrics, the slide) reads and writes the one :class:`JobWindow` value in
 one pass per sample; apart, each would reach into the others' fields.
 """
