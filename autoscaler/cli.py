@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -44,12 +45,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
     except ConfigError as exc:
         print(for_terminal(f"flink-autoscaler: {exc}", keep_lines=True), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+READER_GONE = 141  # what a shell reports for a command ended by SIGPIPE (128 + 13)
+
+
+def _reader_gone() -> int:
+    """Whoever read the output stopped reading (``check-config X | head -1``): end quietly, as a Unix tool
+    ended by SIGPIPE would, instead of a ``BrokenPipeError`` traceback. Python ignores SIGPIPE, so the
+    write raises instead; as the ``signal`` module's "Note on SIGPIPE" advises, stdout goes to devnull so
+    that the flush at the interpreter's exit does not raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return READER_GONE
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -175,7 +175,7 @@ async def cleanup(events: EventSink, state: StateStore, now_ms: int, event_reten
     try:
         if isinstance(events, EventStore):
             deleted = await offload(events.cleanup, now_ms, event_retention_ms)
-            log.info("events_cleaned_up", deleted=deleted)
+            log.info("events_cleaned_up", deleted=deleted, older_than_ms=now_ms - event_retention_ms)
         await offload(state.trim_window, None, now_ms - _DAY_MS)
     except Exception as exc:  # housekeeping must never take the loop down
         log.error("cleanup_failed", error=str(exc), exc_info=True)

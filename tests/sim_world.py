@@ -11,7 +11,7 @@ from autoscaler.archive import TickArchive
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.evaluate.python import PythonEvaluator
-from autoscaler.events import EventLog
+from autoscaler.events import EventLog, EventStore
 from autoscaler.metrics import MetricsReporter
 from autoscaler.outcome import JobOutcome
 from autoscaler.plugins.configured import PluginInstances
@@ -35,7 +35,7 @@ class SimWorld:
     clock: FakeClock
     sim: SimCluster
     daemon: Daemon
-    events: EventLog
+    events: EventStore
     metrics: MetricsReporter
     outcomes: list[JobOutcome] = field(default_factory=list)
 
@@ -51,15 +51,27 @@ def sim_world(
     metrics: MetricsReporter | None = None,
     plugins: PluginInstances | None = None,
     archive: TickArchive | None = None,
+    events: EventStore | None = None,
+    fetch_interval_s: float = TICK_S / 2,
+    fetch_wait_s: float | None = None,
 ) -> SimWorld:
-    """A cluster of ``slots`` slots (metric fetch every half tick) and a daemon watching it as ``sim``."""
+    """A cluster of ``slots`` slots (Flink's metric fetch every half tick unless told) and a daemon watching
+    it as ``sim``; ``fetch_wait_s`` is its ``metric_fetch_wait`` (the default's 1.5 s unless told)."""
     clock = FakeClock()
-    sim = SimCluster(SimClusterSpec(slots=slots, metric_fetch_interval_s=TICK_S / 2), clock)
-    events, outcomes = EventLog(), []
+    sim = SimCluster(SimClusterSpec(slots=slots, metric_fetch_interval_s=fetch_interval_s), clock)
+    events, outcomes = events if events is not None else EventLog(), []
     metrics = metrics or MetricsReporter()
     daemon = Daemon(
         Settings(
-            clusters=[ClusterSettings(name="sim", rest_url="http://sim.invalid:8081")],
+            clusters=[
+                ClusterSettings(
+                    name="sim",
+                    rest_url="http://sim.invalid:8081",
+                    **(
+                        {} if fetch_wait_s is None else {"metric_fetch_wait": timedelta(seconds=fetch_wait_s)}
+                    ),
+                )
+            ],
             control_loop_interval=timedelta(seconds=TICK_S),
             metrics_address="",
             autoscaler=dict(autoscaler),

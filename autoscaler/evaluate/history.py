@@ -22,12 +22,14 @@ from autoscaler.state import ScalingRecord, ScalingVerification, VertexVerificat
 
 __all__ = [
     "VERIFICATION_THRESHOLD",
+    "RestartTime",
     "VertexScaling",
     "ineffective_scale_up",
     "is_ineffective_scale_up",
     "last_scaling",
     "needed_capacity",
     "record_metrics",
+    "restart_time",
     "restart_time_s",
     "scalability_coefficient",
     "trim_history",
@@ -61,7 +63,18 @@ class VertexScaling:
 
 
 # ---------------------------------------------------------------------------------------------- restart time
-def restart_time_s(history: Sequence[ScalingRecord], options: AutoscalerOptions) -> float:
+@dataclass(frozen=True, slots=True)
+class RestartTime:
+    """The restart time a decision uses, and where it comes from (``explain`` says both)."""
+
+    seconds: float  # what the capacity formula uses, in whole seconds
+    measured: bool  # from the job's measured restarts (restart.time-tracking.enabled); else restart.time
+    longest_ms: int | None = None  # the longest restart measured for the job, used or not
+    restarts: int = 0  # how many restarts were measured
+    capped: bool = False  # the longest measured one was cut to restart.time-tracking.limit
+
+
+def restart_time(history: Sequence[ScalingRecord], options: AutoscalerOptions) -> RestartTime:
     """Reference §1.9 getMaxRestartTimeOrDefault, in whole seconds as the capacity formula uses them.
 
     With ``restart.time-tracking.enabled`` the longest recorded restart, capped by
@@ -69,13 +82,23 @@ def restart_time_s(history: Sequence[ScalingRecord], options: AutoscalerOptions)
     Whole seconds because the reference feeds ``Duration#toSeconds`` into the restart catch-up term.
     """
     configured = float(options.restart_time // _SECOND)
-    if not options.restart_time_tracking_enabled:
-        return configured
     measured = [r.restart_duration_ms for r in history if r.restart_duration_ms is not None]
-    if not measured:
-        return configured
+    longest = max(measured) if measured else None
+    if not options.restart_time_tracking_enabled or longest is None:
+        return RestartTime(configured, False, longest, len(measured))
     limit_s = options.restart_time_tracking_limit // _SECOND
-    return float(min(max(measured) // _MS_PER_S, limit_s))
+    return RestartTime(
+        float(min(longest // _MS_PER_S, limit_s)),
+        True,
+        longest,
+        len(measured),
+        longest // _MS_PER_S > limit_s,
+    )
+
+
+def restart_time_s(history: Sequence[ScalingRecord], options: AutoscalerOptions) -> float:
+    """:func:`restart_time`'s seconds: what the capacities are computed with."""
+    return restart_time(history, options).seconds
 
 
 # ---------------------------------------------------------------------------------------------- trimming

@@ -23,7 +23,7 @@ job went 1 -> 2 instead of 1 -> 3 (the fault matrix, issue 12). So a window is f
 evaluated metric known at its newest sample was known within its first half too
 (:data:`KNOWN_REACH`): a hole in the middle leaves the rates spanning the points around it, as before.
 
-Some 500 lines in one module because every rule here (restart, stabilization, counter resets, moved
+Some 520 lines in one module because every rule here (restart, stabilization, counter resets, moved
 stamps, load changes, known metrics, the slide) reads and writes the one :class:`JobWindow` value in
 one pass per sample; apart, each would reach into the others' fields.
 """
@@ -82,6 +82,9 @@ class JobWindow:
     changing_from_ms: int | None = None
     changing_base: tuple[int, float] | None = None
     last_counters: tuple[float, ...] = ()  # the newest sample's cumulative counters (counters_fell)
+    # Per counter: since the job restarted it still shows the run before's value (Flink's metric store
+    # serves the old tasks' counters until its first fetch after the restart): its fall is the restart's.
+    carried: tuple[bool, ...] = ()
     # Each move of the fetch stamps (RESTAMP_REACH) as (the sample it came with, ms): the samples before
     # that one are stamped that much off against it and those after. A move at or before the window's
     # first sample touches no rate in it, so only the moves after count (_moved).
@@ -102,6 +105,9 @@ class WindowStatus:
     load_change_ms: int | None = None  # this sample showed a load change that began then
     load_changing: bool = False  # only the newest interval moved past the threshold: wait one more
     counters_fell: bool = False  # a cumulative counter fell since the last sample: the window restarted
+    # The counters started over one metric fetch after the restart Flink reported: not a fault; the
+    # window starts again as after that restart (stabilization included).
+    counters_restarted: bool = False
     restamped: bool = False  # the fetch stamps moved too far since the window started: it restarted
     # Until the first tick that may decide on a new load (after a load change): its first sample, since
     # which the load is known to have been at its level (a scale-down delay may count from it; decide.py).
@@ -265,6 +271,7 @@ def _status(
     load_change_ms: int | None = None,
     load_changing: bool = False,
     counters_fell: bool = False,
+    counters_restarted: bool = False,
     restamped: bool = False,
 ) -> WindowStatus:
     first = window.first_stable_ts_ms
@@ -279,6 +286,7 @@ def _status(
         load_change_ms=load_change_ms,
         load_changing=load_changing,
         counters_fell=counters_fell,
+        counters_restarted=counters_restarted,
         restamped=restamped,
         level_since_ms=None if window.level_told else window.level_since_ms,
         metrics_returned=_metrics_returned(window),
@@ -360,16 +368,28 @@ def observe(
     against the job's earlier ones (``collect/freshness.py``): once the moves since the window started
     exceed :data:`RESTAMP_REACH` of the window, a rate from its first sample to this one would be off by
     more than that share, so the window starts over at this sample, as after a counter reset.
+
+    A counter that falls while it still shows the run before a reported restart (:func:`_carried_over`) is
+    that restart reaching the counters, not a reset: ``counters_restarted``, and the window starts over
+    as after the restart itself, its stabilization interval included.
     """
     restarted = previous is not None and (
         running_since_ms > previous.running_since_ms or vertex_ids != previous.vertex_ids
     )
     fell, moved = False, None  # only a newer sample of the same run can show a reset or a move
+    carried = previous.carried if previous is not None else ()
+    if previous is not None and restarted:
+        carried = _carried_over(previous.last_counters, counters) if vertex_ids == previous.vertex_ids else ()
     if previous is not None and not restarted and ts_ms > previous.last_ts_ms:
         fell = counters_fell(previous.last_counters, counters)
         moved = _moved(previous, restamped_ms)
-    restamped = not fell and moved is not None and moved > RESTAMP_REACH * metrics_window_ms
-    if previous is None or restarted or fell or restamped:
+        carried = _still_carried(previous.last_counters, counters, previous.carried)
+    caught_up = fell and previous is not None and _restart_reached(previous, counters)
+    fell = fell and not caught_up
+    if fell:
+        carried = ()  # a reset: what the counters show now is this run's
+    restamped = not fell and not caught_up and moved is not None and moved > RESTAMP_REACH * metrics_window_ms
+    if previous is None or restarted or fell or restamped or caught_up:
         stabilized_ms = running_since_ms + stabilization_ms
         window = JobWindow(
             epoch=new_epoch,
@@ -381,9 +401,10 @@ def observe(
             metrics_window_ms=metrics_window_ms,
             first_stable_ts_ms=None,
             last_ts_ms=ts_ms - 1,
+            carried=carried,
         )
     else:  # options may change between ticks; the newest ones apply
-        window = previous
+        window = replace(previous, carried=carried) if carried != previous.carried else previous
         if restamped_ms and moved is not None:
             window = replace(window, moves=(*_moves_inside(window), (ts_ms, restamped_ms)))
         stable_since_ms = previous.running_since_ms + stabilization_ms
@@ -418,14 +439,47 @@ def observe(
     status = _status(
         window,
         now_ms,
-        reset=restarted or fell or restamped,
+        reset=restarted or fell or restamped or caught_up,
         kept=kept,
         load_change_ms=change_ms,
         load_changing=changing,
         counters_fell=fell,
+        counters_restarted=caught_up,
         restamped=restamped,
     )
     return _told(window, status), status
+
+
+def _carried_over(before: tuple[float, ...], after: tuple[float, ...]) -> tuple[bool, ...]:
+    """On a restart's first sample: which counters still show the run before (known, and not below its
+    last values). Flink's metric store keeps each subtask's last values until a fetch brings the new
+    tasks' (``MetricStore.add``), while ``/jobs/:id`` shows the new run sooner (its cache lives
+    ``web.refresh-interval``): the first samples of a run can hold the run before's counters, which
+    then fall at the first fetch after the restart."""
+    if len(before) != len(after):
+        return ()
+    return tuple(
+        not math.isnan(b) and not math.isnan(a) and a >= b for b, a in zip(before, after, strict=True)
+    )
+
+
+def _still_carried(
+    before: tuple[float, ...], after: tuple[float, ...], carried: tuple[bool, ...]
+) -> tuple[bool, ...]:
+    """Which counters still show the run before the restart: they did, and have not moved since."""
+    if len(before) != len(after) or len(carried) != len(after):
+        return ()
+    return tuple(c and b == a for b, a, c in zip(before, after, carried, strict=True))
+
+
+def _restart_reached(previous: JobWindow, counters: tuple[float, ...]) -> bool:
+    """Whether every counter that fell since ``previous`` still showed the run before the job's restart
+    (:func:`_carried_over`):
+    the restart reaching the counters one metric fetch after it showed, not a reset (``observe``)."""
+    before, carried = previous.last_counters, previous.carried
+    if not carried or len(before) != len(counters) or len(carried) != len(counters):
+        return False
+    return all(c for b, a, c in zip(before, counters, carried, strict=True) if b > a)
 
 
 def _moved(previous: JobWindow, restamped_ms: int) -> int:

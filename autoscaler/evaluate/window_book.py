@@ -8,7 +8,8 @@ the inputs those rules take (its offered load, cumulative counters and which met
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import structlog
@@ -38,6 +39,10 @@ class WindowBook:
     def __init__(self) -> None:
         self._windows: dict[str, JobWindow] = {}
         self._next_epoch = 0
+        # Each job's parallelism at its last sample, and what its last restart changed, in words: when
+        # its counters start over a fetch later, the log says which restart it was (a rescale or not).
+        self._parallelism: dict[str, Mapping[str, int]] = {}
+        self._restarts: dict[str, str] = {}
 
     def observe(
         self,
@@ -78,6 +83,8 @@ class WindowBook:
     def observe_sample(self, sample: JobSample, now_ms: int) -> WindowStatus:
         """``observe`` with the window settings taken from the sample's own job options."""
         options = sample.target.options
+        key = sample.job.key
+        prior = self._windows.get(key)
         status = self.observe(
             sample.job.key,
             ts_ms=sample.ts_ms,
@@ -101,6 +108,21 @@ class WindowBook:
                 detail=f"the metric fetches' time stamps moved by more than {RESTAMP_REACH:.0%} of the "
                 "window since its first sample (an early reading was older than the tick it was read in): "
                 "the window starts over here, so no rate spans two stampings",
+            )
+        before, now = self._parallelism.get(key), sample.topology.parallelisms
+        if prior is not None and sample.running_since_ms > prior.running_since_ms:
+            self._restarts[key] = _restart_words(sample, before, now)
+        self._parallelism[key] = now
+        if status.counters_restarted:
+            log.info(
+                "metric_counters_restarted",
+                cluster=sample.job.cluster,
+                job=sample.job.name,
+                running_since=_utc(sample.running_since_ms),
+                detail=f"the job restarted at {_utc(sample.running_since_ms)} "
+                f"({self._restarts.get(key, 'a restart')}) and its record counters started over; Flink "
+                "showed the previous run's counters until its first metric fetch after the restart. The "
+                "metric window starts as after the restart (stabilization.interval, then metrics.window)",
             )
         if status.counters_fell:
             log.warning(
@@ -134,12 +156,16 @@ class WindowBook:
     def forget(self, job_keys: Iterable[str]) -> None:
         for key in job_keys:
             self._windows.pop(key, None)
+            self._parallelism.pop(key, None)
+            self._restarts.pop(key, None)
 
     def copy(self) -> WindowBook:
         """A snapshot (windows are frozen, so a shallow copy is enough) to roll back a failed tick."""
         book = WindowBook()
         book._windows = dict(self._windows)
         book._next_epoch = self._next_epoch
+        book._parallelism = dict(self._parallelism)
+        book._restarts = dict(self._restarts)
         return book
 
     def get(self, job_key: str) -> JobWindow | None:
@@ -150,3 +176,18 @@ class WindowBook:
 
     def __len__(self) -> int:
         return len(self._windows)
+
+
+def _restart_words(sample: JobSample, before: Mapping[str, int] | None, now: Mapping[str, int]) -> str:
+    """What a restart changed: ``a rescale: Work 1 -> 3``, or a restart at the same parallelism."""
+    if before is None:
+        return "a restart"
+    names = {v.id: v.name for v in sample.topology}
+    changed = [
+        f"{names.get(vid, vid)} {before[vid]} -> {p}" for vid, p in now.items() if before.get(vid, p) != p
+    ]
+    return f"a rescale: {', '.join(changed)}" if changed else "a restart at the same parallelism"
+
+
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

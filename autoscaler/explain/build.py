@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from autoscaler.evaluate.history import RestartTime, restart_time, trim_history
 from autoscaler.explain.records import (
     BLOCKED,
     FORCED,
@@ -99,6 +100,9 @@ _EXPLAIN_KEYS = (
     "scale-down.max-factor",
     "vertex.exclude.ids",
     "excluded.periods",
+    "restart.time",
+    "restart.time-tracking.enabled",
+    "restart.time-tracking.limit",
 )
 
 
@@ -152,6 +156,7 @@ def record_from_outcome(outcome: JobOutcome) -> DecisionRecord:
                 until = rescaled + round(opts.scaling_interval_min.total_seconds() * 1000)
                 cooldown_until = max(until, cooldown_until or 0)
     chain = outcome.chain
+    restart = _restart_time(outcome)
     return DecisionRecord(
         job_key=job.key,
         cluster=job.cluster,
@@ -171,9 +176,24 @@ def record_from_outcome(outcome: JobOutcome) -> DecisionRecord:
         processing_backlog=evaluation.processing_backlog if evaluation is not None else None,
         window_samples=evaluation.window_samples if evaluation is not None else None,
         restart_time_s=_measured(evaluation.restart_time_s) if evaluation is not None else None,
+        restart_time_measured=restart is not None and restart.measured,
+        restart_longest_ms=restart.longest_ms if restart is not None else None,
+        restarts_measured=restart.restarts if restart is not None else 0,
+        restart_time_capped=restart is not None and restart.capped,
         options=options,
         verification=_verified_now(decision, outcome.now_ms),
     )
+
+
+def _restart_time(outcome: JobOutcome) -> RestartTime | None:
+    """Where the restart time the evaluation used came from: the rule it applies
+    (:func:`~autoscaler.evaluate.history.restart_time`) over the history it read (the job's, trimmed)."""
+    decision = outcome.decision
+    evaluation = decision.evaluation if decision is not None else None
+    if decision is None or evaluation is None or math.isnan(evaluation.restart_time_s):
+        return None
+    options = evaluation.sample.target.options
+    return restart_time(trim_history(decision.state.history, outcome.now_ms, options), options)
 
 
 def _verified_now(decision: Decision | None, now_ms: int) -> VerificationRecord | None:

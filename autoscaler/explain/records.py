@@ -143,7 +143,13 @@ class DecisionRecord:
     cooldown_until_ms: int | None = None  # no rescale before then (scaling-interval.min or a deferral)
     processing_backlog: bool | None = None
     window_samples: int | None = None
-    restart_time_s: float | None = None
+    restart_time_s: float | None = None  # what the capacities were computed with
+    # Where it came from: the job's measured restarts (restart.time-tracking.enabled) or restart.time;
+    # the longest restart measured (used or not), how many were, and whether the limit cut it.
+    restart_time_measured: bool = False
+    restart_longest_ms: int | None = None
+    restarts_measured: int = 0
+    restart_time_capped: bool = False
     options: tuple[tuple[str, str], ...] = field(default=())  # the keys `build._EXPLAIN_KEYS` picked
     verification: VerificationRecord | None = None
     since_ms: int | None = None  # first tick of the run this record ends (None: this tick alone)

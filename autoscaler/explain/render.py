@@ -9,6 +9,10 @@ Names come from Flink (whoever submitted the job chose them) and event messages 
 line and cell goes through ``safe_text.for_terminal``, so a newline or ESC sequence in a name shows
 escaped instead of faking a row or recolouring the terminal, and a URL's secrets stay hidden. ``status``
 also cuts a name beyond :data:`NAME_WIDTH` (``explain`` shows it whole).
+
+Some 450 lines in one module because ``explain`` and ``status`` share its words (the outcomes', a
+vertex's, the restart time's, the helpers that print rates and ages): split, each half would import the
+other's.
 """
 
 from __future__ import annotations
@@ -101,6 +105,8 @@ def explain(
         lines += ["", f"Vertices{window}{backlog}:"]
         for v in record.vertices:
             lines += _vertex_lines(v)
+        if record.restart_time_s is not None:
+            lines.append(f"Restart time used: {_restart_words(record)}")
 
     if record.verification is not None or record.scaled:
         lines += ["", *_verification_lines(record, "")]
@@ -143,7 +149,8 @@ def _earlier_lines(r: DecisionRecord, newer: DecisionRecord, rescaled_since: boo
     if r.vertices:
         backlog = {True: "yes", False: "no", None: "unknown"}[r.processing_backlog]
         window = f", {r.window_samples} samples in the window" if r.window_samples else ""
-        lines.append(f"    backlog processing: {backlog}{window}")
+        restart = f", restart time {_restart_short(r)}" if r.restart_time_s is not None else ""
+        lines.append(f"    backlog processing: {backlog}{window}{restart}")
         lines += [f"    {_vertex_inputs(v)}" for v in r.vertices]
     if r.gates:
         lines.append(f"    gates: {_gates_summary(r)}")
@@ -156,6 +163,34 @@ def _earlier_lines(r: DecisionRecord, newer: DecisionRecord, rescaled_since: boo
     if r.scaled or r.verification is not None:
         lines += _verification_lines(r, "    ", superseded=rescaled_since)
     return lines
+
+
+def _restart_words(r: DecisionRecord) -> str:
+    """The restart time the capacities were computed with (the catch-up term after a rescale), and where
+    it came from: restart.time, or the longest restart measured for the job (restart.time-tracking)."""
+    longest = r.restart_longest_ms
+    restarts = f"{r.restarts_measured} restart{'s' if r.restarts_measured != 1 else ''}"
+    if r.restart_time_measured and longest is not None:
+        capped = ", cut to restart.time-tracking.limit" if r.restart_time_capped else ""
+        return (
+            f"{r.restart_time_s:.0f} s, measured: the longest of the {restarts} measured for this job, "
+            f"{longest / 1000:.1f} s "
+            f"(restart.time-tracking.enabled; whole seconds{capped})"
+        )
+    tracking = dict(r.options).get("restart.time-tracking.enabled")
+    if tracking == "true":
+        why = "no restart of this job measured yet (restart.time-tracking.enabled)"
+    else:
+        why = "restart.time-tracking.enabled is false"
+        if longest is not None:
+            why += f"; the longest of the {restarts} measured was {longest / 1000:.1f} s, not used"
+    return f"{r.restart_time_s:.0f} s, configured (restart.time; {why})"
+
+
+def _restart_short(r: DecisionRecord) -> str:
+    """The record's restart time and its source, short (``7 s (measured)``, ``300 s (configured)``)."""
+    source = "measured" if r.restart_time_measured else "configured"
+    return f"{r.restart_time_s:.0f} s ({source})"
 
 
 def _vertex_inputs(v: VertexRecord) -> str:
@@ -308,7 +343,8 @@ def status_table(
         for v in record.vertices:
             rec = str(v.decided if v.decided is not None else v.recommended)
             load = "-" if v.load is None else f"{v.load:.2f}"
-            rows.append((f"  {v.name}", str(v.parallelism), rec, load, _count(v.lag, unit=""), "", "", ""))
+            note = _vertex_note(record, v)
+            rows.append((f"  {v.name}", str(v.parallelism), rec, load, _count(v.lag, unit=""), "", note, ""))
     table = (
         _columns(header, rows, clipped=(0,)) if rows else "no jobs recorded yet (has the daemon run a tick?)"
     )
@@ -326,6 +362,42 @@ def status_table(
         if lease.expires_ms > now_ms or not is_member(lease.name)
     ]
     return table + "\n\n" + _columns(("CLUSTER", "ACTED ON BY", "LEASE"), lease_rows, clipped=(0, 1))
+
+
+# Why a vertex's REC differs from its P although nothing is sent, in a few words for its status row: a REC
+# above P alone reads as a scale-up on its way. By the job's outcome; others say their reason code.
+_NO_ACTION_WORDS: dict[str, str] = {
+    Reason.IN_BAND: "no vertex outside its utilization band",
+    Reason.SCALE_DOWN_DELAYED: "scale-down held for scale-down.interval",
+    Reason.COOLDOWN_DEFERRED: "deferred: cooldown",
+    Reason.ADVISOR_MODE: "recommended only: advisor mode",
+    Reason.EXCLUDED_PERIOD: "recommended only: excluded period",
+    Reason.RESOURCE_QUOTA_REACHED: "over the resource quota",
+    Reason.WAITING_FOR_SLOTS: "too few free slots",
+    Reason.RESCALE_IN_FLIGHT: "the last rescale is not running yet",
+    Reason.RESCALE_STUCK: "backoff after a rescale that never ran",
+    Reason.RESCALE_REJECTED: "backoff after Flink refused a rescale",
+    Reason.MEMORY_PRESSURE: "memory pressure",
+    Reason.METRICS_UNKNOWN: "rates unknown",
+    Reason.SCALING_VETOED: "vetoed by an executor plugin",
+    Reason.PLUGIN_FAILED: "a plugin failed",
+    Reason.STABILIZING: "the job (re)started recently",
+    Reason.WINDOW_NOT_FULL: "metric window not full",
+    Reason.LOAD_CHANGING: "the load may be changing",
+}
+
+
+def _vertex_note(record: DecisionRecord, v: VertexRecord) -> str:
+    """A vertex row's LAST DECISION cell: empty when REC is what runs or what was just sent; otherwise
+    why no rescale to REC is under way (the job's outcome, in words)."""
+    rec = v.decided if v.decided is not None else v.recommended
+    if rec == v.parallelism or record.scaled:
+        return ""
+    if v.excluded:
+        return "no action: excluded (vertex.exclude.ids)"
+    if record.outcome == Reason.SCALING:  # others changed; this one's recommendation was not part of it
+        return "no action: not part of the rescale"
+    return f"no action: {_NO_ACTION_WORDS.get(record.outcome, record.outcome)}"
 
 
 def _columns(header: Sequence[str], rows: Sequence[Sequence[str]], clipped: Sequence[int] = ()) -> str:

@@ -109,6 +109,57 @@ def test_a_counter_that_falls_in_one_run_starts_the_window_over() -> None:
     assert later[-1].epoch == reset.epoch
 
 
+def _restarted_run(book: WindowBook, kw: dict[str, int]) -> int:
+    """A run with counters up to (700, 350), then a restart at RESTART whose first sample still shows
+    them (Flink's metric store serves the old tasks' values until its next fetch). Returns RESTART."""
+    first = RUNNING + 5 * 60 * S
+    for i in range(8):
+        feed(book, first + i * 5 * S, counters=(100.0 * i, 50.0 * i), **kw)
+    restart = first + 60 * S
+    st = feed(book, restart + 2 * S, running_since_ms=restart, counters=(700.0, 350.0), **kw)
+    assert st.reset and not st.counters_fell and not st.counters_restarted
+    return restart
+
+
+def test_counters_falling_one_fetch_after_a_restart_are_the_restart_not_a_reset() -> None:
+    """Issue 36: every rescale logged metric_counters_fell ("a reset without a restart") and started the
+    window at the fall, skipping the restart's stabilization interval."""
+    book = WindowBook()
+    kw = {"metrics_window_ms": 30 * S, "stabilization_ms": 20 * S}
+    restart = _restarted_run(book, kw)
+    st = feed(book, restart + 7 * S, running_since_ms=restart, counters=(40.0, 20.0), **kw)
+    assert st.counters_restarted and not st.counters_fell and st.reset
+    assert st.stabilizing  # the restart's stabilization interval still holds
+    assert feed(book, restart + 22 * S, running_since_ms=restart, counters=(200.0, 100.0), **kw).kept
+
+
+def test_a_counter_that_started_over_at_the_restart_falling_later_is_a_reset() -> None:
+    book = WindowBook()
+    kw = {"metrics_window_ms": 30 * S, "stabilization_ms": 20 * S}
+    restart = _restarted_run(book, kw)
+    feed(book, restart + 7 * S, running_since_ms=restart, counters=(40.0, 20.0), **kw)  # the restart's
+    feed(book, restart + 12 * S, running_since_ms=restart, counters=(90.0, 45.0), **kw)
+    st = feed(book, restart + 17 * S, running_since_ms=restart, counters=(10.0, 50.0), **kw)
+    assert st.counters_fell and not st.counters_restarted
+
+
+def test_only_the_counters_still_showing_the_run_before_may_fall_as_the_restart() -> None:
+    """On real Flink /jobs/:id sums a new task's counters from its own attempt's metrics (0 until
+    fetched) while the aggregated subtask metrics keep the old tasks' values: one counter starts over at
+    the restart's first sample, the other a fetch later."""
+    book = WindowBook()
+    kw = {"metrics_window_ms": 30 * S, "stabilization_ms": 20 * S}
+    first = RUNNING + 5 * 60 * S
+    for i in range(8):
+        feed(book, first + i * 5 * S, counters=(100.0 * i, 50.0 * i), **kw)
+    restart = first + 60 * S
+    feed(book, restart + 2 * S, running_since_ms=restart, counters=(700.0, 0.0), **kw)
+    st = feed(book, restart + 7 * S, running_since_ms=restart, counters=(40.0, 20.0), **kw)
+    assert st.counters_restarted and not st.counters_fell
+    st = feed(book, restart + 12 * S, running_since_ms=restart, counters=(80.0, 5.0), **kw)
+    assert st.counters_fell and not st.counters_restarted  # that one had started over: a reset
+
+
 def test_unknown_counters_never_count_as_falling() -> None:
     assert counters_fell((5.0, 7.0), (6.0, 7.0)) is False
     assert counters_fell((5.0, 7.0), (4.0, 7.0)) is True
