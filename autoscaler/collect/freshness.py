@@ -210,12 +210,18 @@ def task_clock_ms(details: JobDetails) -> float | None:
 
     Each running vertex that reports its busy time gives one reading of the clock (its subtasks' mean
     time since they started); the median of them stands for the job, so one vertex whose subtasks did
-    not all report does not move it. None when no vertex gives one.
+    not all report does not move it. None when no vertex gives one. A vertex whose times add up to 0 has
+    not been fetched yet (right after a restart Flink's ``/jobs/:id`` shows the new tasks with zeros
+    until its next fetch) and gives none: anchored on it, the next reading would seem seconds newer
+    than it was read and move every stamp.
     """
     clocks = sorted(
-        v.accumulated_time_ms() / v.parallelism
+        total / v.parallelism
         for v in details.vertices
-        if v.status == "RUNNING" and v.parallelism > 0 and v.io().accumulated_busy_time_ms >= 0
+        if v.status == "RUNNING"
+        and v.parallelism > 0
+        and v.io().accumulated_busy_time_ms >= 0
+        and (total := v.accumulated_time_ms()) > 0
     )
     return statistics.median(clocks) if clocks else None
 

@@ -336,6 +336,17 @@ def test_fetches_that_land_later_in_each_tick_keep_one_stamping() -> None:
     assert (late.ts_ms, late.moved_ms) == (90_000, 10_000)
 
 
+def test_a_run_whose_times_are_not_fetched_yet_has_no_clock_to_anchor_on() -> None:
+    """Right after a restart ``/jobs/:id`` shows the new tasks' times as 0 until Flink's next fetch: no
+    clock, the tick's time, and the next reading (8 s of task time later) anchors without a move."""
+    book = FetchBook()
+    zero = _details(0, busy=0.0)
+    zero.vertices[0].metrics["accumulated-idle-time"] = 0
+    assert (book.judge("k", zero, 10_000, TIMING, read_ms=10_100).ts_ms, 0) == (10_000, 0)
+    fresh = book.judge("k", _details(10, busy=7_995.0), 15_000, TIMING, read_ms=15_200)
+    assert (fresh.ts_ms, fresh.moved_ms) == (15_000, 0)
+
+
 # --------------------------------------------------------------------------------------- idle
 async def test_an_idle_job_reads_idle_not_stale(
     flink: LazyFlink, client: FlinkClient, clock: FakeClock
