@@ -19,7 +19,7 @@ from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.simulator.engine import SimCluster
 from autoscaler.simulator.rest import transport
 from autoscaler.simulator.spec import SimClusterSpec
-from autoscaler.state import MemoryStateStore
+from autoscaler.state import MemoryStateStore, StateStore
 
 TICK_S = 10
 # Fast enough for a test to reach a decision in a dozen ticks.
@@ -51,8 +51,10 @@ def sim_world(
     metrics: MetricsReporter | None = None,
     plugins: PluginInstances | None = None,
     archive: TickArchive | None = None,
+    state: StateStore | None = None,
 ) -> SimWorld:
-    """A cluster of ``slots`` slots (metric fetch every half tick) and a daemon watching it as ``sim``."""
+    """A cluster of ``slots`` slots (metric fetch every half tick) and a daemon watching it as ``sim``
+    (its state in memory unless ``state`` is given)."""
     clock = FakeClock()
     sim = SimCluster(SimClusterSpec(slots=slots, metric_fetch_interval_s=TICK_S / 2), clock)
     events, outcomes = EventLog(), []
@@ -66,7 +68,7 @@ def sim_world(
         ),
         evaluator=PythonEvaluator(),
         clock=clock,
-        state=MemoryStateStore(),
+        state=state or MemoryStateStore(),
         events=events,
         metrics=metrics,
         transports={"sim": transport(sim)},
