@@ -168,11 +168,14 @@ def _stuck_retry_ms(state: JobState, timeout: timedelta) -> int | None:
 
 def _standing(state: JobState) -> dict[str, int]:
     """The targets of the job's last rescale once Flink restarted the job for it (confirmed): Flink
-    holds them as its requirements. Nothing while a rescale is pending, or when the last one never ran
-    (stuck: it is asked again after a backoff, since nothing shows that Flink kept it)."""
-    if state.pending is not None or not state.history or state.history[-1].confirmed_ms is None:
+    holds them as its requirements. Nothing while a rescale is pending, when the last one never ran
+    (stuck: it is asked again after a backoff, since nothing shows that Flink kept it), or when it was
+    asked of another JobID (a resubmitted job runs what it was submitted with, and Flink holds no
+    request of the old JobID for it)."""
+    last = state.last_scaling_of_job_id
+    if state.pending is not None or last is None or last.confirmed_ms is None:
         return {}
-    return {vid: new for vid, (_, new) in state.history[-1].changes.items()}
+    return {vid: new for vid, (_, new) in last.changes.items()}
 
 
 def _refused_retry_ms(state: JobState, interval: timedelta) -> int | None:
@@ -219,9 +222,12 @@ _NOT_JUDGED = frozenset({Reason.RESCALE_IN_FLIGHT, Reason.METRICS_UNKNOWN})
 
 def _verify_last_scaling(decision: Decision, rec: TickRecord) -> Decision:
     """The first tick after a confirmed rescale whose window is full (and its metrics known) measures
-    what the rescale delivered, once; the verdict joins the rescale's record in the next state."""
+    what the rescale delivered, once; the verdict joins the rescale's record in the next state. Only
+    the JobID the rescale was asked of measures it: a resubmitted job's metrics say nothing of it."""
     evaluation, state = decision.evaluation, decision.state
     if evaluation is None or evaluation.not_ready is not None or decision.outcome in _NOT_JUDGED:
+        return decision
+    if state.last_scaling_of_job_id is None:
         return decision
     verified = verify_last_scaling(state.history, evaluation, rec.now_ms)
     if verified is None:
@@ -341,7 +347,9 @@ async def realize_jobs(
         change_map = {vid: (c.current, c.target) for vid, c in decision.changes.items()}
         metrics = record_metrics(decision.evaluation, change_map) if decision.evaluation else {}
         needed = needed_capacity(decision.evaluation, change_map) if decision.evaluation else {}
-        record = ScalingRecord(rec.now_ms, change_map, metrics=metrics, needed_capacity=needed)
+        record = ScalingRecord(
+            rec.now_ms, change_map, metrics=metrics, needed_capacity=needed, job_id=job.job_id
+        )
         scaled = replace(decision.state.with_scaling(record, pending), refused_rescales=0, refused_ms=None)
         rec.save(job.key, replace(scaled, history=trim_history(scaled.history, rec.now_ms, options)))
         advice = advice_for(step.sample, desired)  # TaskManager memory: advised, never applied over REST

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 
 from autoscaler.act import JobStep
 from autoscaler.decide import Decision
+from autoscaler.model import JobRef
 from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.resources import required_slots
@@ -65,7 +66,7 @@ class IdleSlotBook:
     """The slots the scale-downs this daemon asked for left idle, until they are free again."""
 
     def __init__(self) -> None:
-        self._idle: dict[str, tuple[str, IdleSlots]] = {}  # job key -> (cluster, its latest)
+        self._idle: dict[str, tuple[JobRef, IdleSlots]] = {}  # job key -> (the JobID asked, its latest)
 
     def note(self, outcomes: Iterable[JobOutcome], idle_timeout_ms: Mapping[str, int]) -> None:
         """Remember the scale-downs of this tick that Flink was asked for."""
@@ -73,21 +74,30 @@ class IdleSlotBook:
             if o.outcome is Reason.SCALING and o.realized is not None and o.decision is not None:
                 idle = _left_idle(o.decision, o.now_ms, idle_timeout_ms)
                 if idle is not None:
-                    self._idle[o.job.key] = (o.job.cluster, idle)
+                    self._idle[o.job.key] = (o.job, idle)
 
     def current(self, now_ms: int) -> dict[str, list[IdleSlots]]:
         """By cluster, the idle slots not yet due back by ``now_ms`` (the others are forgotten)."""
-        self._idle = {key: (c, i) for key, (c, i) in self._idle.items() if now_ms < i.until_ms}
+        self._idle = {key: (j, i) for key, (j, i) in self._idle.items() if now_ms < i.until_ms}
         out: dict[str, list[IdleSlots]] = {}
-        for cluster, idle in self._idle.values():
-            out.setdefault(cluster, []).append(idle)
+        for job, idle in self._idle.values():
+            out.setdefault(job.cluster, []).append(idle)
         return out
 
     def for_claims(
         self, steps: Iterable[JobStep], now_ms: int, idle_timeout_ms: Mapping[str, int]
     ) -> dict[str, list[IdleSlots]]:
         """What the slot stage may wait for: the idle slots of earlier ticks' scale-downs and of this
-        tick's (:func:`scale_downs`), by cluster."""
+        tick's (:func:`scale_downs`), by cluster.
+
+        A job name that runs under another JobID than the one whose scale-down left them was cancelled
+        (and submitted again): Flink released the old run's slots with it, so they are free already,
+        not coming; they are forgotten."""
+        steps = list(steps)
+        running = {s.job.key: s.job.job_id for s in steps}
+        self._idle = {
+            key: (j, i) for key, (j, i) in self._idle.items() if running.get(key, j.job_id) == j.job_id
+        }
         out = self.current(now_ms)
         for cluster, idle in scale_downs(steps, now_ms, idle_timeout_ms).items():
             out.setdefault(cluster, []).extend(idle)

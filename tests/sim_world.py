@@ -19,7 +19,7 @@ from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.simulator.engine import SimCluster
 from autoscaler.simulator.rest import transport
 from autoscaler.simulator.spec import SimClusterSpec
-from autoscaler.state import MemoryStateStore
+from autoscaler.state import MemoryStateStore, StateStore
 
 TICK_S = 10
 # Fast enough for a test to reach a decision in a dozen ticks.
@@ -54,9 +54,11 @@ def sim_world(
     events: EventStore | None = None,
     fetch_interval_s: float = TICK_S / 2,
     fetch_wait_s: float | None = None,
+    state: StateStore | None = None,
 ) -> SimWorld:
     """A cluster of ``slots`` slots (Flink's metric fetch every half tick unless told) and a daemon watching
-    it as ``sim``; ``fetch_wait_s`` is its ``metric_fetch_wait`` (the default's 1.5 s unless told)."""
+    it as ``sim``; ``fetch_wait_s`` is its ``metric_fetch_wait`` (the default's 1.5 s unless told), its
+    state in memory unless ``state`` is given."""
     clock = FakeClock()
     sim = SimCluster(SimClusterSpec(slots=slots, metric_fetch_interval_s=fetch_interval_s), clock)
     events, outcomes = events if events is not None else EventLog(), []
@@ -78,7 +80,7 @@ def sim_world(
         ),
         evaluator=PythonEvaluator(),
         clock=clock,
-        state=MemoryStateStore(),
+        state=state or MemoryStateStore(),
         events=events,
         metrics=metrics,
         transports={"sim": transport(sim)},

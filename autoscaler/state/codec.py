@@ -12,7 +12,8 @@ upgraded (sharing the database during a rolling upgrade) still reads state writt
 of discarding it. The delayed scale-downs' ``outside_band`` flags and a scaling record's
 ``verification`` (written only once there is one, so a record without it encodes as before) are such
 fields, and so is the state's ``job_id`` (absent in state stored before it, which then reads as None: the
-JobID is learnt again at the job's next tick, from its pending rescale if it has one).
+JobID is learnt again at the job's next tick, from its pending rescale if it has one), and a record's
+``job_id``, the JobID its rescale was asked of (None in records stored before it).
 """
 
 from __future__ import annotations
@@ -109,6 +110,8 @@ def encode_record(record: ScalingRecord) -> str:
         data["verification"] = _verification(record.verification)
     if record.needed_capacity:  # absent when empty: a record without it encodes as before
         data["needed_capacity"] = {vid: _float(c) for vid, c in record.needed_capacity.items()}
+    if record.job_id is not None:  # absent when not known: a record without it encodes as before
+        data["job_id"] = record.job_id
     return _dumps(data)
 
 
@@ -270,6 +273,7 @@ def decode_record(version: int, text: str) -> ScalingRecord:
             k: _num(v, "record.needed_capacity")
             for k, v in _obj(data.get("needed_capacity", {}), "needed_capacity").items()
         },
+        job_id=None if data.get("job_id") is None else _str(data["job_id"], "record.job_id"),
     )
 
 

@@ -150,6 +150,9 @@ class ScalingRecord:
     ``needed_capacity`` holds, per vertex scaled *up*, the processing capacity its load then needed
     to be within the utilization band (its scale-up threshold): a later scale-down keeps that load
     within the band where it can (``scale-down.keep-last-peak.enabled``, decide.py).
+    ``job_id`` is the JobID the rescale was asked of: Flink holds it as that JobID's resource
+    requirements, and only that JobID's metrics can verify it (:attr:`JobState.last_scaling_of_job_id`);
+    None in records stored before it was kept.
     """
 
     ts_ms: int
@@ -159,6 +162,7 @@ class ScalingRecord:
     metrics: Mapping[VertexId, tuple[float, float]] = field(default_factory=dict)
     verification: ScalingVerification | None = None
     needed_capacity: Mapping[VertexId, float] = field(default_factory=dict)
+    job_id: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "changes", frozen_map(self.changes))
@@ -205,6 +209,20 @@ class JobState:
             return self.job_id
         return self.pending.job_id if self.pending is not None else None
 
+    @property
+    def last_scaling_of_job_id(self) -> ScalingRecord | None:
+        """The newest scaling if it was asked of the JobID the state follows now, else None.
+
+        What Flink holds as a job's resource requirements, and what its metrics can verify, is the last
+        rescale of that JobID: a resubmitted job starts from the requirements it was submitted with, and
+        measures nothing of its predecessor's rescale. A record stored before records kept their JobID
+        counts as the current JobID's, as it did then (a resubmission gives such records the old JobID).
+        """
+        if not self.history:
+            return None
+        last = self.history[-1]
+        return last if last.job_id is None or last.job_id == self.job_id else None
+
     def for_resubmission(self, job_id: str) -> JobState:
         """The state the job name starts from under a new JobID, as an operator of a resubmitted job (or
         one restarted by a JobManager without HA) expects.
@@ -215,10 +233,17 @@ class JobState:
         runs, so it can never be confirmed), the stuck and refused rescale counts and their backoffs,
         the delayed scale-downs (recommended from the old run's metrics at its parallelism) and the
         overrides (what was asked of the old JobID; the new one runs what it was submitted with).
+        The history's records stay the old JobID's: its last rescale is no request Flink holds for the
+        new JobID, nor one the new JobID's metrics verify (:attr:`last_scaling_of_job_id`). Records
+        stored before records kept their JobID are given the old one: they were asked of it or of one
+        before it, never of the new one.
         """
+        old = self.known_job_id
+        history = tuple(r if r.job_id is not None else replace(r, job_id=old) for r in self.history)
         return replace(
             self,
             job_id=job_id,
+            history=history,
             pending=None,
             delayed_scale_down={},
             overrides={},

@@ -917,7 +917,7 @@ class DaemonProcess:
         if not self.config_file.exists():
             self.write_config()
         env = _clean_env(SPARK_LOCAL_IP="127.0.0.1", PYTHONUNBUFFERED="1")
-        env.pop("PYTHONPATH", None)
+        env["PYTHONPATH"] = str(REPO)  # this checkout's daemon, whatever checkout the venv came from
         self.starts += 1
         with self.log_file.open("a") as f:
             f.write(json.dumps({"event": "e2e_daemon_start", "start": self.starts, "t": time.time()}) + "\n")

@@ -19,17 +19,17 @@ TIMEOUT = {"c": 50_000}
 UNTIL = NOW + 50_000 + RELEASE_MARGIN_MS
 
 
-def decision(name: str, work: int, to: int | None = None) -> Decision:
+def decision(name: str, work: int, to: int | None = None, *, job_id: str | None = None) -> Decision:
     """A job of cluster ``c`` running Work at ``work``; ``to``: this tick's rescale of it."""
-    job = JobRef("c", name.ljust(32, "0"), name)
+    job = JobRef("c", job_id or name.ljust(32, "0"), name)
     evaluation = make_evaluation([vertex_eval("w", work, to)], job=job)
     changes = {} if to is None else {"w": VertexChange("w", work, to)}
     outcome = Reason.SCALING if to is not None else Reason.IN_BAND
     return Decision(job, outcome, "", changes, JobState(), evaluation)
 
 
-def step(name: str, work: int, to: int | None = None) -> JobStep:
-    d = decision(name, work, to)
+def step(name: str, work: int, to: int | None = None, *, job_id: str | None = None) -> JobStep:
+    d = decision(name, work, to, job_id=job_id)
     assert d.evaluation is not None
     return JobStep(d.evaluation.sample, d)
 
@@ -55,6 +55,18 @@ def test_the_book_keeps_the_asked_for_scale_downs_until_their_slots_are_back() -
     later = book.for_claims([step("other", 4, 1)], NOW + 10_000, TIMEOUT)
     assert later == {"c": [IdleSlots("c/down", 4, UNTIL), IdleSlots("c/other", 3, UNTIL + 10_000)]}
     assert book.current(UNTIL) == {}
+
+
+def test_a_scale_downs_idle_slots_are_forgotten_once_its_job_runs_under_another_jobid() -> None:
+    """Cancelled and submitted again under its name: Flink released the old run's slots with it."""
+    book = IdleSlotBook()
+    down = decision("down", 6, 2)
+    asked = JobOutcome(down.job, NOW, Reason.SCALING, "", down, realized=object())  # type: ignore[arg-type]
+    book.note([asked], TIMEOUT)
+    same_run = book.for_claims([step("down", 2)], NOW + 10_000, TIMEOUT)
+    assert same_run == {"c": [IdleSlots("c/down", 4, UNTIL)]}
+    assert book.for_claims([step("down", 1, job_id="f" * 32)], NOW + 20_000, TIMEOUT) == {}
+    assert book.current(NOW + 20_000) == {}
 
 
 def test_a_rescale_that_waits_for_idle_slots_keeps_the_free_ones_and_takes_the_soonest_idle_ones() -> None:

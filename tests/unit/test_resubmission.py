@@ -6,6 +6,7 @@ in flight for the old JobID (fault probe, issue 12).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 
 import httpx
@@ -13,17 +14,25 @@ import pytest
 from daemon_world import World
 from structlog.testing import capture_logs
 
-from autoscaler.act import decide_jobs
+from autoscaler.act import JobStep, decide_jobs
 from autoscaler.evaluate.stage import Evaluated
 from autoscaler.events import EventType
 from autoscaler.metrics import MetricsReporter
-from autoscaler.model import JobRef
+from autoscaler.model import JobRef, VertexEvaluation
 from autoscaler.reasons import Reason
 from autoscaler.record import TickRecord
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant
 from autoscaler.state import DelayedScaleDown, JobState, PendingRescale, ScalingRecord
-from autoscaler.state.codec import STATE_VERSION, CodecError, decode_state, encode_state
+from autoscaler.state.codec import (
+    RECORD_VERSION,
+    STATE_VERSION,
+    CodecError,
+    decode_record,
+    decode_state,
+    encode_record,
+    encode_state,
+)
 from autoscaler.state.tick import Loaded
 from autoscaler.testing import StubEvaluator, make_evaluation, vertex_eval
 
@@ -50,13 +59,15 @@ def old_jobs_state(**changes: object) -> JobState:
     return JobState(**fields)  # type: ignore[arg-type]
 
 
-async def decide_for(job_id: str, state: JobState, now_ms: int = 100_000) -> TickRecord:
-    """One decide stage of the job running as ``job_id`` (in band at parallelism 2)."""
+async def decide_steps(
+    job_id: str, state: JobState, now_ms: int = 100_000, vertex: VertexEvaluation | None = None
+) -> tuple[TickRecord, list[JobStep]]:
+    """One decide stage of the job running as ``job_id`` (by default in band at parallelism 2)."""
     evaluation = make_evaluation(
-        [vertex_eval("w", 2)], job=JobRef("c1", job_id, "job"), running_since_ms=90_000
+        [vertex or vertex_eval("w", 2)], job=JobRef("c1", job_id, "job"), running_since_ms=90_000
     )
     rec = TickRecord(now_ms=now_ms, metrics=MetricsReporter())
-    await decide_jobs(
+    steps = await decide_jobs(
         [evaluation.sample],
         Loaded(states={KEY: state}),
         Evaluated({KEY: evaluation}),
@@ -64,7 +75,11 @@ async def decide_for(job_id: str, state: JobState, now_ms: int = 100_000) -> Tic
         flink_cooldown_ms={"c1": 0},
         confirm_timeout=timedelta(minutes=5),
     )
-    return rec
+    return rec, steps
+
+
+async def decide_for(job_id: str, state: JobState, now_ms: int = 100_000) -> TickRecord:
+    return (await decide_steps(job_id, state, now_ms))[0]
 
 
 def resubmissions(rec: TickRecord) -> list[tuple[EventType, str]]:
@@ -77,7 +92,8 @@ async def test_a_new_jobid_keeps_the_history_and_drops_the_old_jobids_rescale_on
 
     state = rec.states[KEY]
     assert state.job_id == NEW
-    assert state.history == HISTORY and state.last_rescale_ms == 5_000  # what the job name learned
+    # What the job name learned; the records stored without a JobID are the old JobID's now.
+    assert state.history == tuple(replace(r, job_id=OLD) for r in HISTORY) and state.last_rescale_ms == 5_000
     assert state.pending is None and (state.stuck_rescales, state.stuck_ms) == (0, None)
     assert (state.refused_rescales, state.refused_ms) == (0, None)
     assert state.delayed_scale_down == {} and state.overrides == {}
@@ -100,7 +116,7 @@ async def test_a_resubmission_with_nothing_in_flight_is_a_normal_event():
     rec = await decide_for(NEW, JobState(last_rescale_ms=5_000, history=HISTORY, job_id=OLD))
     [(kind, text)] = resubmissions(rec)
     assert kind is EventType.NORMAL and "dropped" not in text
-    assert rec.states[KEY].history == HISTORY
+    assert [r.changes for r in rec.states[KEY].history] == [r.changes for r in HISTORY]
 
 
 async def test_state_stored_before_the_jobid_was_kept_learns_it_from_its_pending_rescale():
@@ -146,6 +162,57 @@ async def test_a_job_resubmitted_on_the_cluster_is_noticed_once_and_its_stuck_re
     assert state.stuck_rescales == 0 and state.job_id == new_id
     assert state.pending is None or state.pending.job_id == new_id  # nothing pending for the old one
     assert state.history[: len(old.history)] == old.history  # the name's history is kept
+
+
+# Work 1 -> 6, confirmed: Flink held 6 as the old JobID's requirements; no full window measured it yet.
+ASKED_OF_OLD = ScalingRecord(
+    5_000, {"w": (1, 6)}, confirmed_ms=6_000, restart_duration_ms=1_000, metrics={"w": (1000.0, 6000.0)}
+)
+
+
+@pytest.mark.parametrize("stored_job_id", [OLD, None], ids=["record with its JobID", "record stored before"])
+async def test_the_old_jobids_rescale_is_no_standing_request_of_the_new_one_nor_verified_by_it(
+    stored_job_id: str | None,
+):
+    """The new JobID runs Work at 1, as submitted, and its own metrics call for 6: a rescale, not
+    ``WaitingForSlots`` behind the old JobID's request; its full window verifies nothing of the old."""
+    record = replace(ASKED_OF_OLD, job_id=stored_job_id)
+    state = JobState(last_rescale_ms=5_000, history=(record,), job_id=OLD)
+    calls_for_six = vertex_eval("w", 1, 6)
+
+    same, (held,) = await decide_steps(OLD, state, vertex=calls_for_six)  # the old JobID, run below it
+    assert held.outcome is not None and held.outcome.outcome is Reason.WAITING_FOR_SLOTS
+    assert "Flink runs w at 1 of the 6 asked" in held.outcome.detail
+
+    rec, (step,) = await decide_steps(NEW, state, vertex=calls_for_six)
+    assert step.outcome is None and step.decision is not None  # on to the executor chain and the PUT
+    assert step.decision.outcome is Reason.SCALING and step.decision.changes["w"].target == 6
+    assert Reason.SCALING_VERIFIED not in {e.reason for e, _ in rec.events}
+    assert Reason.SCALING_VERIFIED in {e.reason for e, _ in same.events}  # its own JobID does verify it
+    short = "flink_autoscaler_job_slots_short_of_request"
+    assert rec.metrics.registry.get_sample_value(short, {"cluster": "c1", "job": "job"}) == 0
+    assert same.metrics.registry.get_sample_value(short, {"cluster": "c1", "job": "job"}) == 5
+
+
+def test_a_resubmission_keeps_the_records_and_gives_those_stored_without_a_jobid_the_old_one():
+    mine = replace(ASKED_OF_OLD, ts_ms=1_000, job_id="9" * 32)
+    state = JobState(history=(mine, ASKED_OF_OLD), job_id=OLD)
+    assert state.last_scaling_of_job_id == ASKED_OF_OLD  # stored before records kept it: the current's
+
+    after = state.for_resubmission(NEW)
+    assert after.history == (mine, replace(ASKED_OF_OLD, job_id=OLD))
+    assert after.last_scaling_of_job_id is None
+    assert replace(after, history=(*after.history, replace(mine, job_id=NEW))).last_scaling_of_job_id
+
+
+def test_a_records_jobid_round_trips_and_a_record_without_it_encodes_as_before():
+    record = replace(ASKED_OF_OLD, job_id=NEW)
+    text = encode_record(record)
+    assert json.loads(text)["job_id"] == NEW and decode_record(RECORD_VERSION, text) == record
+    assert "job_id" not in encode_record(ASKED_OF_OLD)
+    assert decode_record(RECORD_VERSION, encode_record(ASKED_OF_OLD)).job_id is None
+    with pytest.raises(CodecError, match=r"record\.job_id"):
+        decode_record(RECORD_VERSION, '{"ts_ms": 1, "changes": {}, "job_id": 7}')
 
 
 def test_the_jobid_round_trips_and_state_without_it_encodes_as_before():
