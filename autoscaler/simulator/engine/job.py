@@ -286,22 +286,9 @@ class SimJob:
             if utilization[name] * self.hottest[name] >= _SATURATED:
                 saturated.add(name)
         for name in self.order:
-            u = utilization[name]
-            task = self.tasks[name]
-            slot_ms = dt_ms * self.parallelism[name]
             backpressured = bool(saturated & self._downstream[name])
-            bp = 1.0 - u if backpressured else 0.0
-            idle = max(0.0, 1.0 - u - bp)
             records_in = self.gains[name] * emitted
-            task.records_in += records_in
-            task.records_out += records_in * self.vertex_specs[name].output_ratio
-            task.busy_ms += u * slot_ms
-            task.backpressured_ms += bp * slot_ms
-            task.idle_ms += idle * slot_ms
-            task.interval_bp_ms += bp * slot_ms
-            task.interval_idle_ms += idle * slot_ms
-            task.backpressured_now = backpressured and bp > 0
-            task.saturated_now = name in saturated
+            self._account(name, dt_ms, utilization[name], backpressured, name in saturated, records_in)
 
     def _integrate_buffered(self, dt_ms: int, available: float) -> None:
         """One step with network buffers: each vertex processes what reaches it up to its capacity, and
@@ -375,8 +362,8 @@ class SimJob:
     def _account(
         self, name: str, dt_ms: int, u: float, backpressured: bool, saturated: bool, records_in: float
     ) -> None:
-        """One vertex's counters over a step of the buffered model: busy ``u``, the rest back-pressured
-        when its output buffers are full, else idle."""
+        """One vertex's counters over a step (of either model): busy ``u``, the rest back-pressured when
+        its output is held back (buffers full, or a saturated vertex downstream), else idle."""
         task = self.tasks[name]
         slot_ms = dt_ms * self.parallelism[name]
         bp = 1.0 - u if backpressured else 0.0
