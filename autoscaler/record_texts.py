@@ -138,6 +138,14 @@ def resubmission_text(old_job_id: str, job_id: str, before: JobState) -> str:
         dropped.append(f"{before.stuck_rescales} stuck rescale(s) and their backoff")
     if before.delayed_scale_down:
         dropped.append(f"the delayed scale-downs of {len(before.delayed_scale_down)} vertices")
+    last = before.history[-1] if before.history and before.pending is None else None
+    if last is not None and last.confirmed_ms is not None:
+        # Flink held the old JobID's requirements; the new JobID runs what it was submitted with, so
+        # nothing stands for it (no WaitingForSlots behind the old request, issue 36).
+        targets = {vid: new for vid, (_, new) in last.changes.items()}
+        dropped.append(f"its standing request {targets} (the new JobID runs what it was submitted with)")
+        if last.verification is None:
+            dropped.append("the verification of that rescale (the new JobID's metrics say nothing of it)")
     kept = f"kept the job name's scaling history ({len(before.history)} rescales)"
     gone = f"; dropped what belonged to the old JobID: {', '.join(dropped)}" if dropped else ""
     return f"job resubmitted: JobID {old_job_id} -> {job_id}; {kept}{gone}"

@@ -16,7 +16,7 @@ from autoscaler.metrics import MetricsReporter
 from autoscaler.model import AlignmentBounds, JobEvaluation, ScaleUpGain, VertexEvaluation
 from autoscaler.reasons import Reason
 from autoscaler.record import TickRecord, report_text
-from autoscaler.record_texts import verification_text
+from autoscaler.record_texts import resubmission_text, verification_text
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState, ScalingRecord, ScalingVerification, VertexVerification
 from autoscaler.testing import JOB, make_evaluation, vertex_eval
@@ -222,3 +222,18 @@ def test_the_scaling_verified_text_says_how_many_samples_its_window_held() -> No
     text = verification_text(replace(record, verification=short), {}, 7)
     assert "less processing capacity than expected over a full metric window (7 samples): " in text
     assert "samples" not in verification_text(record, {})  # unknown: not said
+
+
+def test_a_resubmission_says_it_dropped_the_old_jobids_standing_request_and_its_verification() -> None:
+    """Issue 36: the old JobID's confirmed rescale no longer holds the new JobID; the event says so."""
+    confirmed = ScalingRecord(10 * MIN, {VID: (1, 6)}, confirmed_ms=10 * MIN + 5_000, job_id="old")
+    text = resubmission_text("old", "new", JobState(history=(confirmed,)))
+    assert text.startswith("job resubmitted: JobID old -> new; kept the job name's scaling history")
+    assert f"its standing request {{'{VID}': 6}} (the new JobID runs what it was submitted with)" in text
+    assert "the verification of that rescale" in text
+    verified = replace(confirmed, verification=ScalingVerification(11 * MIN, 0.9, {}))
+    text = resubmission_text("old", "new", JobState(history=(verified,)))
+    assert "standing request" in text and "verification" not in text
+    # Never confirmed (no standing request to drop): only the history is told.
+    text = resubmission_text("old", "new", JobState(history=(replace(confirmed, confirmed_ms=None),)))
+    assert "dropped" not in text

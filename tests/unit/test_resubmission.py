@@ -115,7 +115,9 @@ async def test_a_new_jobid_keeps_the_history_and_drops_the_old_jobids_rescale_on
 async def test_a_resubmission_with_nothing_in_flight_is_a_normal_event():
     rec = await decide_for(NEW, JobState(last_rescale_ms=5_000, history=HISTORY, job_id=OLD))
     [(kind, text)] = resubmissions(rec)
-    assert kind is EventType.NORMAL and "dropped" not in text
+    assert kind is EventType.NORMAL and "unconfirmed" not in text and "stuck" not in text
+    # What it does drop is said: the old JobID's confirmed rescale no longer stands for the new one.
+    assert "its standing request" in text
     assert [r.changes for r in rec.states[KEY].history] == [r.changes for r in HISTORY]
 
 
