@@ -245,10 +245,10 @@ def _change_points(window: JobWindow) -> Sequence[tuple[int, float]]:
     points = _points(window)
     base = window.changing_base
     if base is not None and window.timestamps and window.timestamps[0] == window.changing_from_ms:
-        return (base, *points[0 : len(points)])
+        return (base, *points)
     earlier = window.earlier_point
     if earlier is not None and len(points) == 2 and earlier[0] < window.timestamps[0]:
-        return (earlier, *points[0:2])
+        return (earlier, *points)
     return points
 
 
@@ -426,16 +426,16 @@ def observe(
     if kept:
         window, change_ms = _after_load_change(window, load_change_threshold)
     points = _change_points(window)
-    moved = change_ms is None and load_changing(points, load_change_threshold)
+    suspect = change_ms is None and load_changing(points, load_change_threshold)
     if change_ms is None and _full(window, now_ms):
         # A window that filled after MAX_LEVEL_RESETS restarts in a row decides without waiting, or a
         # load that keeps changing would never get a decision.
         capped = window.level_resets >= MAX_LEVEL_RESETS
-        changing = not capped and moved
+        changing = not capped and suspect
         if window.level_resets:  # it filled and decides: changes may restart it again
             window = replace(window, level_resets=0)
     if kept:
-        window = _noted(window, points, moved)
+        window = _noted(window, points, suspect)
     status = _status(
         window,
         now_ms,

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import structlog
 
 from autoscaler.collect.sanity import known_metrics, sample_counters
+from autoscaler.durations import utc_text
 from autoscaler.evaluate.load_change import offered_records
 from autoscaler.evaluate.window import (
     RESTAMP_REACH,
@@ -118,8 +118,8 @@ class WindowBook:
                 "metric_counters_restarted",
                 cluster=sample.job.cluster,
                 job=sample.job.name,
-                running_since=_utc(sample.running_since_ms),
-                detail=f"the job restarted at {_utc(sample.running_since_ms)} "
+                running_since=utc_text(sample.running_since_ms),
+                detail=f"the job restarted at {utc_text(sample.running_since_ms)} "
                 f"({self._restarts.get(key, 'a restart')}) and its record counters started over; Flink "
                 "showed the previous run's counters until its first metric fetch after the restart. The "
                 "metric window starts as after the restart (stabilization.interval, then metrics.window)",
@@ -187,7 +187,3 @@ def _restart_words(sample: JobSample, before: Mapping[str, int] | None, now: Map
         f"{names.get(vid, vid)} {before[vid]} -> {p}" for vid, p in now.items() if before.get(vid, p) != p
     ]
     return f"a rescale: {', '.join(changed)}" if changed else "a restart at the same parallelism"
-
-
-def _utc(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
