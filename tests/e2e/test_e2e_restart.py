@@ -22,6 +22,10 @@ from autoscaler.state import JobState
 pytestmark = pytest.mark.e2e
 
 MIN_S = 120
+# 6,000 rec/s is 1.2 x what even 4 subtasks handle (4 x 1,250): out of the utilization band [0.4, 1.0]
+# whatever first target the 30 s window gave. At 4,800, a first target of 4 left the raise at 0.96,
+# inside the band, and the daemon rightly never wanted to grow again (a CI run waited 600 s for it).
+RAISE = 6000
 OPTIONS = {
     "job.autoscaler.enabled": "true",
     "job.autoscaler.stabilization.interval": "30 s",
@@ -63,7 +67,8 @@ def test_a_killed_daemon_resumes_its_cooldown_and_does_not_rescale_twice(
             lambda: watcher.first_running_at(WORK, p1, after=put1["t"] - 1),
             300,
         )
-        raise_at = job.set_load(rate=4800)  # Work must grow again, but only once the cooldown is over
+        # Work must grow again, but only once the cooldown is over; out of the band for p1 = 4 too
+        raise_at = job.set_load(rate=RAISE)
         daemon.start()
         daemon.wait_started()
         restarted_at = next(r for r in daemon.records(current_start=True) if r["event"] == "daemon_started")

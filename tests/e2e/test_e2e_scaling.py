@@ -140,7 +140,9 @@ def test_cooldown_defers_the_second_rescale_to_last_rescale_plus_min(submit_job,
             lambda: watcher.first_running_at(WORK, p1, after=put1["t"] - 1),
             300,
         )
-        raise_at = job.set_load(rate=4800)  # about 7 subtasks' worth: Work must grow again
+        # about 8 subtasks' worth: Work must grow again, even from a first target of 4 (6,000 is
+        # 1.2 x 4 x 1,250; 4,800 would be 0.96, inside the band, and no second rescale would come)
+        raise_at = job.set_load(rate=6000)
         deferred = daemon.wait_for_event("CooldownDeferred", timeout_s=600, after=ran1)
         second = daemon.wait_for_event("Scaling", timeout_s=600, after=first["t"] + 1)
         put2 = daemon.put_before(second)
