@@ -6,15 +6,22 @@ from __future__ import annotations
 from itertools import pairwise
 
 import pytest
-from flink_autoscaler_budget_cap import BudgetCapPlugin, slots_needed
+from flink_autoscaler_budget_cap import BudgetCapPlugin
 
-from autoscaler.decide import VertexChange
-from autoscaler.flink.errors import FlinkUnreachable
-from autoscaler.flink.models import ClusterOverview
-from autoscaler.model import Edge, JobEvaluation, JobTopology, VertexInfo
-from autoscaler.plugins import PluginContext
-from autoscaler.settings import AutoscalerOptions
-from autoscaler.testing import JOB, make_sample, vertex_eval
+from autoscaler.api import (
+    AutoscalerOptions,
+    ClusterOverview,
+    Edge,
+    FlinkUnreachable,
+    JobEvaluation,
+    JobTopology,
+    PluginContext,
+    VertexChange,
+    VertexInfo,
+    make_sample,
+    required_slots,
+    vertex_eval,
+)
 
 
 def topology(parallelism, groups=None):
@@ -46,7 +53,7 @@ class FakeClient:
 def ctx(topo, config, client=None):
     sample = make_sample(topo)
     ev = JobEvaluation(sample, {v.id: vertex_eval(v.id, v.parallelism) for v in topo}, False, 10, True)
-    return PluginContext(JOB, AutoscalerOptions(enabled=True), ev, config=config, client=client)
+    return PluginContext(ev.job, AutoscalerOptions(enabled=True), ev, config=config, client=client)
 
 
 def changes(**targets):
@@ -59,8 +66,8 @@ def targets(result):
 
 def test_slots_follow_slot_sharing_groups():
     topo = topology({"a": 2, "b": 5, "c": 3}, groups={"a": "g1", "b": "g1", "c": "g2"})
-    assert slots_needed(topo, {}) == 5 + 3
-    assert slots_needed(topo, {"a": 7}) == 7 + 3
+    assert required_slots(topo, {}) == 5 + 3
+    assert required_slots(topo, {"a": 7}) == 7 + 3
 
 
 async def test_within_budget_is_approved_unchanged():
@@ -76,7 +83,7 @@ async def test_largest_increase_is_trimmed_first():
         ctx(topo, {"max-slots": "8"}), changes(a=(1, 2), b=(1, 6), c=(1, 4))
     )
     assert targets(result) == {"a": 2, "b": 3, "c": 3}
-    assert slots_needed(topo, targets(result)) == 8
+    assert required_slots(topo, targets(result)) == 8
 
 
 async def test_scale_downs_are_kept_and_a_fully_trimmed_scaling_is_a_veto():

@@ -9,13 +9,18 @@ import math
 import pytest
 from flink_autoscaler_cpu_gate import CPU_LOAD, CpuGatePlugin
 
-from autoscaler.decide import VertexChange
-from autoscaler.flink.errors import FlinkUnreachable
-from autoscaler.flink.models import AggregatedMetric
-from autoscaler.model import JobEvaluation
-from autoscaler.plugins import CustomMetricProvider, PluginContext
-from autoscaler.settings import AutoscalerOptions
-from autoscaler.testing import JOB, make_sample, make_topology, vertex_eval
+from autoscaler.api import (
+    AggregatedMetric,
+    AutoscalerOptions,
+    CustomMetricProvider,
+    FlinkUnreachable,
+    JobEvaluation,
+    PluginContext,
+    VertexChange,
+    make_sample,
+    make_topology,
+    vertex_eval,
+)
 
 
 class FakeClient:
@@ -56,7 +61,9 @@ def context(
         custom_metrics=custom,
     )
     config = {} if threshold is None else {"threshold": str(threshold)}
-    return PluginContext(JOB, AutoscalerOptions(enabled=True), evaluation, config=config, client=client)
+    return PluginContext(
+        evaluation.job, AutoscalerOptions(enabled=True), evaluation, config=config, client=client
+    )
 
 
 def targets(changes):

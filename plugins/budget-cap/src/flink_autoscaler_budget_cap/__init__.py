@@ -1,24 +1,21 @@
-"""Budget cap: keep a scaling within a slot budget, trimming the largest increases first."""
+"""Budget cap: keep a scaling within a slot budget, trimming the largest increases first.
+
+Slots are counted with the daemon's own arithmetic (``required_slots``: per slot-sharing group the
+highest parallelism, summed), so the cap and the daemon's slot check never disagree on a job's count.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from autoscaler.api import (
+    Changes,
+    FlinkError,
+    PluginContext,
+    ScalingExecutorPlugin,
+    VertexChange,
+    required_slots,
+)
 
-from autoscaler.decide import VertexChange
-from autoscaler.flink.errors import FlinkError
-from autoscaler.model import JobTopology
-from autoscaler.plugins.api import Changes, PluginContext, ScalingExecutorPlugin
-
-__all__ = ["BudgetCapPlugin", "slots_needed"]
-
-
-def slots_needed(topology: JobTopology, parallelism: Mapping[str, int]) -> int:
-    """Slots a job occupies: per slot-sharing group the highest parallelism in it, summed."""
-    groups: dict[str, int] = {}
-    for vertex in topology:
-        group = vertex.slot_sharing_group or "default"
-        groups[group] = max(groups.get(group, 0), parallelism.get(vertex.id, vertex.parallelism))
-    return sum(groups.values())
+__all__ = ["BudgetCapPlugin"]
 
 
 class BudgetCapPlugin(ScalingExecutorPlugin):
@@ -42,12 +39,12 @@ class BudgetCapPlugin(ScalingExecutorPlugin):
                 overview = await context.client.overview()
             except FlinkError:
                 return None  # cannot see the cluster: do not risk exceeding its budget
-            used_by_others = overview.slots_total - overview.slots_available - slots_needed(topology, current)
+            used_by_others = overview.slots_total - overview.slots_available - required_slots(topology)
             budget = max_slots - max(0, used_by_others)
         elif scope != "job":
             raise ValueError(f"budget-cap scope must be 'job' or 'cluster', got {scope!r}")
         wanted = {**current, **{vid: c.target for vid, c in changes.items()}}
-        while slots_needed(topology, wanted) > budget:
+        while required_slots(topology, wanted) > budget:
             increases = {vid: wanted[vid] - current[vid] for vid in wanted if wanted[vid] > current[vid]}
             if not increases:
                 break  # only scale-downs are left; they free slots and are never trimmed

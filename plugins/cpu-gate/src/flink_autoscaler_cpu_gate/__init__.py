@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import math
 
-from autoscaler.decide import VertexChange
-from autoscaler.flink.errors import FlinkError
-from autoscaler.plugins.api import Changes, PluginContext, ScalingExecutorPlugin
-from autoscaler.plugins.metrics import CustomMetricProvider
+from autoscaler.api import (
+    Changes,
+    CustomMetricProvider,
+    FlinkError,
+    PluginContext,
+    ScalingExecutorPlugin,
+    VertexChange,
+)
 
 __all__ = ["CPU_LOAD", "DEFAULT_THRESHOLD", "CpuGatePlugin"]
 
