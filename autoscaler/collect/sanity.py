@@ -18,7 +18,7 @@ second (busy, back-pressured ms/s: the aggregators are average, minimum and maxi
 exceeds 1000 ms (a tenth more is allowed for timer jitter).
 
 A counter that falls between two samples of one job run (a reset without a restart) is the window's to
-handle: no rate may span it (``evaluate/window.py`` starts the window over).
+handle: no rate may span it (``evaluate/window/job_window.py`` starts the window over).
 """
 
 from __future__ import annotations

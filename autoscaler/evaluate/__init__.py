@@ -11,7 +11,8 @@ package does not start a JVM: PySpark is imported when a session is created or u
 from __future__ import annotations
 
 from autoscaler.evaluate.custom import CustomEvaluator, EvaluatorContext, VertexMetrics
-from autoscaler.evaluate.formulas import (
+from autoscaler.evaluate.history import record_metrics, restart_time_s, trim_history
+from autoscaler.evaluate.oracle.formulas import (
     CustomAggregate,
     VertexAggregates,
     aggregate_custom_window,
@@ -19,8 +20,7 @@ from autoscaler.evaluate.formulas import (
     evaluate_graph,
     evaluate_vertices,
 )
-from autoscaler.evaluate.history import record_metrics, restart_time_s, trim_history
-from autoscaler.evaluate.spark import SparkEvaluator, create_spark_session, start_evaluator
+from autoscaler.evaluate.spark.evaluator import SparkEvaluator, create_spark_session, start_evaluator
 
 __all__ = [
     "CustomAggregate",

@@ -18,7 +18,7 @@ import structlog
 
 from autoscaler.evaluate.custom import ConfiguredEvaluator
 from autoscaler.evaluate.history import trim_history
-from autoscaler.evaluate.phases import EvaluationPhases
+from autoscaler.evaluate.spark.phases import EvaluationPhases
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobEvaluation, JobSample
 from autoscaler.offload import offload

@@ -34,8 +34,8 @@ from autoscaler.collect import (
 from autoscaler.collect.freshness import FETCH_INTERVAL_FACTOR, fetch_interval_warning
 from autoscaler.evaluate import SparkEvaluator
 from autoscaler.evaluate.aggregates import aggregate_window
-from autoscaler.evaluate.python import PythonEvaluator
-from autoscaler.evaluate.window_book import WindowBook
+from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
+from autoscaler.evaluate.window.book import WindowBook
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.models import JobDetails
 from autoscaler.metrics import MetricsReporter

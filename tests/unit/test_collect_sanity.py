@@ -16,8 +16,8 @@ from test_window import RUNNING, S, feed
 from autoscaler.collect import MetricNameCache
 from autoscaler.collect.sanity import counters_fell, without_impossible
 from autoscaler.evaluate.aggregates import aggregate_window
-from autoscaler.evaluate.python import PythonEvaluator
-from autoscaler.evaluate.window_book import WindowBook
+from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
+from autoscaler.evaluate.window.book import WindowBook
 from autoscaler.flink.client import FlinkClient
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import VertexSample

@@ -1,6 +1,6 @@
 """Driver-side bookkeeping of each job's metric window (reference §1.4); no Spark in here.
 
-The rules for one job's window; :mod:`autoscaler.evaluate.window_book` keeps every job's between ticks.
+The rules for one job's window; :mod:`autoscaler.evaluate.window.book` keeps every job's between ticks.
 
 The rows themselves live in Spark; this module decides which of them count. Per job it remembers the
 RUNNING timestamp and vertex set of the last sample, the first sample after stabilization and the
@@ -11,7 +11,7 @@ per book and are never reused, so a forgotten job that comes back cannot match i
 
 A load change inside the window (ours, ``metrics.load-change.threshold``) moves the window's start to
 its first sample of the new load, and a full window whose newest interval may be the start of one
-waits an interval (``LoadChanging``): ``evaluate/load_change.py`` says why and how a change is told.
+waits an interval (``LoadChanging``): ``evaluate/window/load_change.py`` says why and how a change is told.
 Ticks that add no sample (a fault, a stale fetch) do not lose a change: where the window slid past the
 old load, it is told against a point of the old load the window held before (``_change_points``).
 
@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from typing import overload
 
 from autoscaler.collect.sanity import counters_fell
-from autoscaler.evaluate.load_change import load_changed, load_changing
+from autoscaler.evaluate.window.load_change import load_changed, load_changing
 from autoscaler.reasons import Reason
 
 __all__ = [
