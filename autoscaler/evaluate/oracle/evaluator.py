@@ -25,8 +25,7 @@ from autoscaler.evaluate.oracle.formulas import evaluate_graph
 from autoscaler.evaluate.oracle.sliding import SlidingWindows
 from autoscaler.evaluate.window.book import WindowBook
 from autoscaler.evaluate.window.job_window import WindowStatus
-from autoscaler.model import NAN, JobEvaluation, JobSample, VertexEvaluation, VertexId
-from autoscaler.plugins.metrics import JOB_SCOPE
+from autoscaler.model import JOB_SCOPE, NAN, JobEvaluation, JobSample, VertexEvaluation, VertexId
 from autoscaler.reasons import Reason
 from autoscaler.state import ScalingRecord
 

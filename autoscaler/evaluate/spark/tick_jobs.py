@@ -21,8 +21,7 @@ from autoscaler.evaluate.fleet.evaluator import FleetJob
 from autoscaler.evaluate.history import restart_time_s as restart_time_from_history
 from autoscaler.evaluate.oracle.formulas import GraphEvaluation
 from autoscaler.evaluate.window.job_window import WindowStatus
-from autoscaler.model import JobEvaluation, JobSample
-from autoscaler.plugins.metrics import JOB_SCOPE
+from autoscaler.model import JOB_SCOPE, JobEvaluation, JobSample
 from autoscaler.reasons import Reason
 from autoscaler.state import ScalingRecord
 
