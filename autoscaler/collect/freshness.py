@@ -60,11 +60,11 @@ from dataclasses import dataclass, replace
 
 from autoscaler.collect.catch_up import CatchUpBook
 from autoscaler.collect.fetch import Reading, io_reading
+from autoscaler.flink.jobmanager_config import FETCH_INTERVAL_KEY
 from autoscaler.flink.models import JobDetails
 
 __all__ = [
     "FETCH_INTERVAL_FACTOR",
-    "FETCH_INTERVAL_KEY",
     "FLINK_DEFAULT_FETCH_INTERVAL_MS",
     "FetchBook",
     "FetchCheck",
@@ -75,7 +75,6 @@ __all__ = [
     "task_clock_ms",
 ]
 
-FETCH_INTERVAL_KEY = "metrics.fetcher.update-interval"
 FLINK_DEFAULT_FETCH_INTERVAL_MS = 10_000
 FETCH_INTERVAL_FACTOR = 2  # control_loop_interval below this many fetch intervals gets a warning
 
