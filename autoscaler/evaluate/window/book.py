@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from autoscaler.collect.sanity import known_metrics, sample_counters
 from autoscaler.durations import utc_text
 from autoscaler.evaluate.window.job_window import (
     RESTAMP_REACH,
@@ -24,6 +23,7 @@ from autoscaler.evaluate.window.job_window import (
     window_start_ms,
 )
 from autoscaler.evaluate.window.load_change import offered_records
+from autoscaler.evaluate.window.readings import known_metrics, sample_counters
 
 if TYPE_CHECKING:
     from autoscaler.model import JobSample

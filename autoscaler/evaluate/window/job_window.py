@@ -36,8 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import overload
 
-from autoscaler.collect.sanity import counters_fell
 from autoscaler.evaluate.window.load_change import load_changed, load_changing
+from autoscaler.evaluate.window.readings import counters_fell
 from autoscaler.reasons import Reason
 
 __all__ = [
@@ -360,11 +360,11 @@ def observe(
 
     ``offered`` is the sample's :func:`offered_records`; with ``load_change_threshold`` > 0 a load
     change restarts the window at its first sample of the new load (module doc). ``counters`` are the
-    sample's cumulative counters (``collect/sanity.py``): one that fell since the last sample of the
+    sample's cumulative counters (``readings.py``): one that fell since the last sample of the
     same job run (a reset without a restart, or a fault) starts the window over at this sample, so no
     rate spans it. ``known`` has a bit set for each evaluated metric the sample knows
-    (:func:`~autoscaler.collect.sanity.known_metrics`): one known now but not early in the window keeps
-    it from counting as full (module doc). ``restamped_ms`` is how far the sample's fetch stamps moved
+    (:func:`~autoscaler.evaluate.window.readings.known_metrics`): one known now but not early in the window
+    keeps it from counting as full (module doc). ``restamped_ms`` is how far the sample's fetch stamps moved
     against the job's earlier ones (``collect/freshness.py``): once the moves since the window started
     exceed :data:`RESTAMP_REACH` of the window, a rate from its first sample to this one would be off by
     more than that share, so the window starts over at this sample, as after a counter reset.
