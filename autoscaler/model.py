@@ -406,7 +406,7 @@ class JobEvaluation:
     custom_metrics: Mapping[str, Mapping[str, tuple[float, float]]] = field(default_factory=dict)
     not_ready_detail: str = ""  # why, in words, when not_ready needs more than its reason (PluginFailed)
     evaluator_failures: tuple[str, ...] = ()  # custom evaluators that raised; their overrides were ignored
-    load_change_ms: int | None = None  # the offered load changed here: the window restarted (window.py)
+    load_change_ms: int | None = None  # the offered load changed here: the window restarted (job_window.py)
     level_since_ms: int | None = None  # first decision on a new load: its first sample (WindowStatus)
     counters_fell: bool = False  # a record counter fell since the last sample: the window restarted
 
