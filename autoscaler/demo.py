@@ -63,7 +63,7 @@ def run_demo(
         file=out,
         flush=True,
     )
-    from autoscaler.evaluate.spark import start_evaluator
+    from autoscaler.evaluate.spark.evaluator import start_evaluator
 
     evaluator = start_evaluator(Settings().spark)
     try:

@@ -23,7 +23,7 @@ from autoscaler.settings.daemon_settings import VertexMetrics
 from autoscaler.vertex_series import VertexSeries
 
 if TYPE_CHECKING:
-    from autoscaler.evaluate.phases import EvaluationPhases
+    from autoscaler.evaluate.spark.phases import EvaluationPhases
     from autoscaler.health import Health
     from autoscaler.state.model import ScalingVerification
 

@@ -23,6 +23,7 @@ from autoscaler.skew import VertexSkew
 
 __all__ = [
     "HEAP_USAGE_RATIO",
+    "JOB_SCOPE",
     "NAN",
     "AlignmentBounds",
     "Edge",
@@ -45,6 +46,10 @@ __all__ = [
 
 VertexId = str
 NAN = math.nan
+# The scope of job-level custom metrics (TaskManager and external), beside vertex ids, in a sample's and
+# an evaluation's custom metrics: the model's layout of those maps, which collect, the evaluators and the
+# plugins all read.
+JOB_SCOPE = ""
 # Job-level windowed metric (beside the custom ones) holding max heap used / max heap max over the
 # TaskManagers: the memory-pressure gate compares its window average, as the reference does.
 HEAP_USAGE_RATIO = "autoscaler.heapUsageRatio"
@@ -395,13 +400,13 @@ class JobEvaluation:
     not_ready: Reason | None = None  # set when the evaluation must not drive a decision
     restart_time_s: float = NAN  # the restart time the capacities were computed with (NaN: not evaluated)
     # Custom metrics over the window: scope -> name -> (current, average). The scope is a vertex id, or
-    # "" (autoscaler.plugins.metrics.JOB_SCOPE) for TaskManager and external metrics; current is the
+    # "" (JOB_SCOPE) for TaskManager and external metrics; current is the
     # latest measured value, average the mean of the finite ones. Executor plugins and custom
     # evaluators read them here instead of doing their own I/O.
     custom_metrics: Mapping[str, Mapping[str, tuple[float, float]]] = field(default_factory=dict)
     not_ready_detail: str = ""  # why, in words, when not_ready needs more than its reason (PluginFailed)
     evaluator_failures: tuple[str, ...] = ()  # custom evaluators that raised; their overrides were ignored
-    load_change_ms: int | None = None  # the offered load changed here: the window restarted (window.py)
+    load_change_ms: int | None = None  # the offered load changed here: the window restarted (job_window.py)
     level_since_ms: int | None = None  # first decision on a new load: its first sample (WindowStatus)
     counters_fell: bool = False  # a record counter fell since the last sample: the window restarted
 
@@ -422,7 +427,7 @@ class JobEvaluation:
 
         ``(NaN, NaN)`` when nothing was measured in the window or the name was never declared.
         """
-        scope = "" if vertex is None else vertex  # "": autoscaler.plugins.metrics.JOB_SCOPE
+        scope = JOB_SCOPE if vertex is None else vertex
         return self.custom_metrics.get(scope, {}).get(name, (NAN, NAN))
 
     @property

@@ -72,7 +72,7 @@ async def _serve(
     from autoscaler.archive import open_archive
     from autoscaler.daemon import Daemon
     from autoscaler.decision_store import JsonDecisionDir, outcome_recorder
-    from autoscaler.evaluate.spark import start_evaluator
+    from autoscaler.evaluate.spark.evaluator import start_evaluator
     from autoscaler.plugins.configured import PluginInstances
     from autoscaler.plugins.evaluators import EvaluatorInstances
     from autoscaler.state import open_stores

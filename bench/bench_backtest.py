@@ -38,7 +38,7 @@ from history_gen import generate  # noqa: E402
 from autoscaler.archive.layout import PARTITIONING  # noqa: E402
 from autoscaler.backtest.jobs import ACTUAL, BacktestOptions, backtest_tables  # noqa: E402
 from autoscaler.backtest.report import render_report  # noqa: E402
-from autoscaler.evaluate.spark_session import local_cores  # noqa: E402
+from autoscaler.evaluate.spark.session import local_cores  # noqa: E402
 from autoscaler.logs import configure_logging  # noqa: E402
 from autoscaler.settings import Settings, SparkSettings  # noqa: E402
 
@@ -85,7 +85,7 @@ def main() -> int:
 
 def _bench(root: Path, args: argparse.Namespace, made: object) -> int:
     from autoscaler.backtest.spark import backtest_on_spark
-    from autoscaler.evaluate.spark_session import create_spark_session
+    from autoscaler.evaluate.spark.session import create_spark_session
 
     config = Settings(clusters=[], metrics_address="", autoscaler={"job.autoscaler.enabled": "true"})
     options = BacktestOptions({"A": config})

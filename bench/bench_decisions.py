@@ -204,10 +204,10 @@ def _log(runs: Sequence[JobRun], path: Path) -> None:
 def _evaluator(kind: str, master: str) -> tuple[Any, Any]:
     """The evaluator and what stops it. Decisions are the same on both (the Spark tests hold them equal)."""
     if kind == "python":
-        from autoscaler.evaluate.python import PythonEvaluator
+        from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
 
         return PythonEvaluator(), None
-    from autoscaler.evaluate.spark import SparkEvaluator, create_spark_session
+    from autoscaler.evaluate.spark.evaluator import SparkEvaluator, create_spark_session
     from autoscaler.settings import SparkSettings
 
     spark = create_spark_session(SparkSettings(master=master, app_name="bench-decisions"))

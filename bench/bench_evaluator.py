@@ -40,11 +40,11 @@ from datetime import timedelta
 from typing import Any
 
 from autoscaler.evaluate import SparkEvaluator, aggregate_window, create_spark_session, evaluate_vertices
-from autoscaler.evaluate.phases import PHASES, EvaluationPhases
-from autoscaler.evaluate.series import SeriesNames, vertex_order
-from autoscaler.evaluate.spark import ROW_DDL, collect_aggregates, rows_frame
-from autoscaler.evaluate.spark_frames import series_slot
-from autoscaler.evaluate.window_book import WindowBook
+from autoscaler.evaluate.spark.evaluator import ROW_DDL, collect_aggregates, rows_frame
+from autoscaler.evaluate.spark.frames import series_slot
+from autoscaler.evaluate.spark.phases import PHASES, EvaluationPhases
+from autoscaler.evaluate.spark.series import SeriesNames, vertex_order
+from autoscaler.evaluate.window.book import WindowBook
 from autoscaler.gc_tuning import GC_THRESHOLDS, tune_gc
 from autoscaler.model import Edge, JobRef, JobSample, JobTarget, JobTopology, VertexInfo, VertexSample
 from autoscaler.settings import AutoscalerOptions, SparkSettings

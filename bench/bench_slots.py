@@ -38,7 +38,7 @@ from decisions import (
 
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
-from autoscaler.evaluate.python import PythonEvaluator
+from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
 from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
 from autoscaler.settings import ClusterSettings, Settings

@@ -30,7 +30,7 @@ def spark() -> Iterator[Any]:
     """The one SparkSession of the test run, created the way the daemon creates its own."""
     if shutil.which("java") is None:
         pytest.skip("Java is not installed; Spark tests need Java 17+")
-    from autoscaler.evaluate.spark import create_spark_session
+    from autoscaler.evaluate.spark.evaluator import create_spark_session
     from autoscaler.settings import SparkSettings
 
     session = create_spark_session(SparkSettings(master="local[2]", app_name="flink-autoscaler-tests"))

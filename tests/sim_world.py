@@ -10,7 +10,7 @@ from datetime import timedelta
 from autoscaler.archive import TickArchive
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
-from autoscaler.evaluate.python import PythonEvaluator
+from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
 from autoscaler.events import EventLog, EventStore
 from autoscaler.metrics import MetricsReporter
 from autoscaler.outcome import JobOutcome

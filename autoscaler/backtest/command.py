@@ -94,7 +94,7 @@ def backtest_command(
     from autoscaler.backtest.jobs import ACTUAL, BacktestOptions
     from autoscaler.backtest.report import render_report
     from autoscaler.backtest.spark import backtest_on_spark
-    from autoscaler.evaluate.spark_session import create_spark_session
+    from autoscaler.evaluate.spark.session import create_spark_session
 
     if not (history / "samples").is_dir():
         print(f"backtest: no archive at {history} (expected {history / 'samples'})", file=sys.stderr)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.evaluate.spark_session import is_connect_session
+from autoscaler.evaluate.spark.session import is_connect_session
 
 __all__ = ["JobsDone", "done_in_group", "replay_progress"]
 

@@ -32,7 +32,7 @@ from autoscaler.backtest.workload import Workload
 from autoscaler.backtest.world import World
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
-from autoscaler.evaluate.python import PythonEvaluator
+from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
 from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobSample, JobTarget, VertexId

@@ -31,8 +31,8 @@ lands within its wait, and how long after the tick's start varies from tick to t
 (a 5 s loop on Flink's 5 s fetch interval; issue 36): 250, 350, 460, ... 1,600 ms, a poll more each tick,
 because Flink starts a fetch only for a query *more* than an interval after the last one started. Bounded
 by the tick's start instead, the anchor moved ~100 ms on each of those ticks, the moves added up past
-:data:`~autoscaler.evaluate.window.RESTAMP_REACH` every 15-60 s, and the window restarted each time: half
-the ticks of a run ended ``WindowNotFull``. A reading whose clock cannot be read (a legacy source
+:data:`~autoscaler.evaluate.window.job_window.RESTAMP_REACH` every 15-60 s, and the window restarted each
+time: half the ticks of a run ended ``WindowNotFull``. A reading whose clock cannot be read (a legacy source
 reports no busy time on every vertex) or does not agree with the tick's time (going backwards, or
 older than a fetch can be) is stamped with its tick's time and re-anchors, as before.
 
@@ -60,11 +60,11 @@ from dataclasses import dataclass, replace
 
 from autoscaler.collect.catch_up import CatchUpBook
 from autoscaler.collect.fetch import Reading, io_reading
+from autoscaler.flink.jobmanager_config import FETCH_INTERVAL_KEY
 from autoscaler.flink.models import JobDetails
 
 __all__ = [
     "FETCH_INTERVAL_FACTOR",
-    "FETCH_INTERVAL_KEY",
     "FLINK_DEFAULT_FETCH_INTERVAL_MS",
     "FetchBook",
     "FetchCheck",
@@ -75,7 +75,6 @@ __all__ = [
     "task_clock_ms",
 ]
 
-FETCH_INTERVAL_KEY = "metrics.fetcher.update-interval"
 FLINK_DEFAULT_FETCH_INTERVAL_MS = 10_000
 FETCH_INTERVAL_FACTOR = 2  # control_loop_interval below this many fetch intervals gets a warning
 
@@ -111,7 +110,7 @@ class Freshness:
     stale_ticks: int = 0  # 0: a new reading; n: the n-th tick in a row that read it again
     expired: str | None = None  # why the reading is too old to use (the job is StaleMetrics this tick)
     # How far the stamps moved at this reading (ms): the earlier ones of the run were this much off,
-    # relative to this one. The window restarts when such moves add up (evaluate/window.py).
+    # relative to this one. The window restarts when such moves add up (evaluate/window/job_window.py).
     moved_ms: int = 0
 
 

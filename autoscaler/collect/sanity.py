@@ -18,7 +18,8 @@ second (busy, back-pressured ms/s: the aggregators are average, minimum and maxi
 exceeds 1000 ms (a tenth more is allowed for timer jitter).
 
 A counter that falls between two samples of one job run (a reset without a restart) is the window's to
-handle: no rate may span it (``evaluate/window.py`` starts the window over).
+handle: no rate may span it (``evaluate/window/readings.py`` tells it, ``job_window.py`` starts the window
+over).
 """
 
 from __future__ import annotations
@@ -28,17 +29,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
 
-from autoscaler.model import InvalidValue, JobSample, VertexId, VertexSample
+from autoscaler.model import InvalidValue, VertexId, VertexSample
 
 __all__ = [
-    "COUNTERS",
-    "EVALUATED",
     "KINDS",
     "LARGEST",
-    "counters_fell",
     "describe_invalid",
-    "known_metrics",
-    "sample_counters",
     "without_impossible",
 ]
 
@@ -96,51 +92,3 @@ def describe_invalid(values: Sequence[InvalidValue]) -> str:
     counts = Counter(v.kind for v in values)
     said = ", ".join(f"{counts[kind]} {kind.replace('_', ' ')}" for kind in KINDS if counts[kind])
     return f"metric values that cannot be ({said}) read as unknown (NaN): no rate is taken from them"
-
-
-COUNTERS = ("num_records_in", "num_records_out")
-"""The cumulative fields of a :class:`~autoscaler.model.VertexSample` that never fall within a run.
-
-Not the accumulated busy time: Flink computes it as the time since the task started minus its idle and
-back-pressured time, and an idle period is added to the idle time only when it ends, so the busy time
-grows through an idle period and falls back when it ends (on the lab cluster, every few ticks at 64 %
-busy). Its sum with idle and back-pressured time never falls (``collect/freshness.py`` times readings
-by it)."""
-
-
-def sample_counters(sample: JobSample) -> tuple[float, ...]:
-    """A sample's cumulative counters, vertex by vertex in a stable order (NaN where unknown)."""
-    vertices = sample.vertices
-    return tuple(getattr(vertices[vid], name) for vid in sorted(vertices) for name in COUNTERS)
-
-
-def counters_fell(before: tuple[float, ...], after: tuple[float, ...]) -> bool:
-    """Whether some counter known in both samples is lower in the second (unknown ones never count)."""
-    return len(before) == len(after) and any(b > a for b, a in zip(before, after, strict=True))
-
-
-EVALUATED = (
-    "busy_time_ms_per_s",
-    "accumulated_busy_time_ms",
-    "accumulated_busy_time_agg_ms",
-    "num_records_in",
-    "num_records_out",
-)
-"""The read fields whose window rates or averages size a vertex and may come and go with a fault.
-
-Not the lag (a source's ``pendingRecords`` may be missing for a partition while its reader starts) nor
-the derived observed rate (unknown whenever nothing was busy): neither going missing for a while is a
-fault, and the window must not wait for them."""
-
-
-def known_metrics(sample: JobSample) -> int:
-    """A bit per vertex and :data:`EVALUATED` field, in a stable order, set where the value is known."""
-    bits, bit = 0, 1
-    vertices = sample.vertices
-    for vid in sorted(vertices):
-        v = vertices[vid]
-        for name in EVALUATED:
-            if not math.isnan(getattr(v, name)):
-                bits |= bit
-            bit <<= 1
-    return bits

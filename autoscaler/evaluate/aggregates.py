@@ -2,7 +2,7 @@
 
 The reference's getAverage and getRate (flink-autoscaler.md §1.3-§1.4) over a window, as plain
 Python. Spark reduces the window to the same :class:`VertexAggregates` in one batched query
-(:mod:`autoscaler.evaluate.spark_frames`); :func:`aggregate_window` here is its oracle. The custom
+(:mod:`autoscaler.evaluate.spark.frames`); :func:`aggregate_window` here is its oracle. The custom
 evaluators see these values too (:mod:`autoscaler.evaluate.custom`), which is why they live apart from
 the graph formulas: both use them, neither owns them.
 """
@@ -43,7 +43,7 @@ class AverageParts:
     @classmethod
     def of(cls, values: Iterable[float]) -> AverageParts:
         """The parts of ``values``; the total is their exact sum rounded once (``math.fsum``), whatever
-        their order: so a window aggregated incrementally (``autoscaler.evaluate.sliding``) agrees with
+        their order: so a window aggregated incrementally (``autoscaler.evaluate.oracle.sliding``) agrees with
         this to the last bit."""
         finite: list[float] = []
         infinite = 0
@@ -176,7 +176,7 @@ def assemble(
 ) -> VertexAggregates:
     """A window's aggregates from its getAverage parts (LOAD, OBSERVED_TPR, NUM_RECORDS_IN_PER_SECOND,
     backpressure) and getRate points (the busy-time counter summed and aggregated, records in, records
-    out, LAG): what the oracle and the slid window (``autoscaler.evaluate.sliding``) both end with."""
+    out, LAG): what the oracle and the slid window (``autoscaler.evaluate.oracle.sliding``) both end with."""
     busy, tpr, rin, backpressure = averages
     acc_busy, acc_busy_agg, records_in, records_out, lag = counters
     return VertexAggregates(

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 import structlog
 
 from autoscaler.evaluate.aggregates import VertexAggregates
-from autoscaler.model import JobRef, JobTopology, VertexId
+from autoscaler.model import JOB_SCOPE, JobRef, JobTopology, VertexId
 from autoscaler.settings import AutoscalerOptions
 
 __all__ = [
@@ -116,7 +116,7 @@ class EvaluatorContext:
 
     def custom_metric(self, name: str, vertex: VertexId | None = None) -> tuple[float, float]:
         """``(current, average)`` of a custom metric (job-level without ``vertex``); NaNs when unknown."""
-        scope = "" if vertex is None else vertex
+        scope = JOB_SCOPE if vertex is None else vertex
         return self.custom_metrics.get(scope, {}).get(name, (math.nan, math.nan))
 
 

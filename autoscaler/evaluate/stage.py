@@ -18,16 +18,15 @@ import structlog
 
 from autoscaler.evaluate.custom import ConfiguredEvaluator
 from autoscaler.evaluate.history import trim_history
-from autoscaler.evaluate.phases import EvaluationPhases
+from autoscaler.evaluate.spark.phases import EvaluationPhases
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobEvaluation, JobSample
 from autoscaler.offload import offload
-from autoscaler.plugins.evaluators import EvaluatorInstances
 from autoscaler.reasons import Reason
 from autoscaler.state.model import ScalingRecord
 from autoscaler.state.tick import Loaded
 
-__all__ = ["Evaluated", "Evaluator", "evaluate"]
+__all__ = ["Evaluated", "Evaluator", "JobEvaluators", "evaluate"]
 
 log = structlog.get_logger(__name__)
 
@@ -60,6 +59,17 @@ class Evaluator(Protocol):
         ...
 
 
+class JobEvaluators(Protocol):
+    """What the stage needs of the configured custom evaluators: each job's, in order.
+
+    The daemon passes its ``autoscaler.plugins.evaluators.EvaluatorInstances``, which resolves them
+    through the plugin registry; the stage names only what it calls, so the evaluate package does not
+    depend on the plugin host (which depends on it, for the custom-evaluator SPI in ``custom.py``).
+    """
+
+    def for_samples(self, samples: Sequence[JobSample]) -> Mapping[str, Sequence[ConfiguredEvaluator]]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Evaluated:
     """The tick's evaluations by job key; ``error`` says why there are none when evaluation failed."""
@@ -74,7 +84,7 @@ async def evaluate(
     loaded: Loaded,
     now_ms: int,
     *,
-    evaluators: EvaluatorInstances,
+    evaluators: JobEvaluators,
     metrics: MetricsReporter,
     reload: Callable[[Sequence[JobSample]], Mapping[str, Sequence[JobSample]]] | None = None,
 ) -> Evaluated:

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 
 import structlog
 
-from autoscaler.collect.freshness import FETCH_INTERVAL_KEY
 from autoscaler.durations import parse_duration, to_ms
 
 __all__ = [
+    "FETCH_INTERVAL_KEY",
     "FLINK_DEFAULT_COOLDOWN_MS",
     "FLINK_DEFAULT_SLOT_IDLE_TIMEOUT_MS",
     "flink_cooldown_ms",
@@ -24,6 +24,7 @@ log = structlog.get_logger(__name__)
 FLINK_DEFAULT_COOLDOWN_MS = 30_000
 FLINK_DEFAULT_SLOT_IDLE_TIMEOUT_MS = 50_000
 SLOT_IDLE_TIMEOUT_KEY = "slot.idle.timeout"
+FETCH_INTERVAL_KEY = "metrics.fetcher.update-interval"
 _COOLDOWN_KEYS = (
     "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling",
     "jobmanager.adaptive-scheduler.scaling-interval.min",  # Flink < 2.0 spelling, the deprecated fallback

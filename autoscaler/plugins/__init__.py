@@ -4,10 +4,10 @@ resolved per job like executor plugins."""
 
 from __future__ import annotations
 
+from autoscaler.model import JOB_SCOPE
 from autoscaler.plugins.api import PluginContext, ScalingExecutorPlugin, Verdict
 from autoscaler.plugins.chain import ChainResult, PluginOutcome, run_chain
 from autoscaler.plugins.metrics import (
-    JOB_SCOPE,
     ConfiguredProvider,
     CustomMetricProvider,
     ExternalMetricsContext,

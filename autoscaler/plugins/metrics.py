@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 __all__ = [
     "AGGREGATES",
     "EXTERNAL_METRICS_BUDGET_S",
-    "JOB_SCOPE",
     "ConfiguredProvider",
     "CustomMetricProvider",
     "ExternalMetricsContext",
@@ -53,7 +52,6 @@ __all__ = [
 
 log = structlog.get_logger(__name__)
 
-JOB_SCOPE = ""  # the scope of job-level custom metrics (TaskManager and external), beside vertex ids
 AGGREGATES = ("min", "max", "avg", "sum")  # what Flink's aggregating metric endpoints can answer
 DEFAULT_AGGREGATE = "avg"
 EXTERNAL_METRICS_BUDGET_S = 5.0  # per provider and tick; collection must not wait on a slow system

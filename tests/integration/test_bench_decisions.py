@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from autoscaler.evaluate.spark import SparkEvaluator
+from autoscaler.evaluate.spark.evaluator import SparkEvaluator
 from autoscaler.settings.profiles import PROFILES
 from autoscaler.simulator.spec import Steps
 

@@ -19,7 +19,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from autoscaler.clock import FakeClock
-from autoscaler.evaluate.phases import EvaluationPhases
+from autoscaler.evaluate.spark.phases import EvaluationPhases
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkHTTPError
 from autoscaler.health import Health, serve_http

@@ -14,7 +14,7 @@ import pytest
 
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
-from autoscaler.evaluate.spark import SparkEvaluator
+from autoscaler.evaluate.spark.evaluator import SparkEvaluator
 from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
 from autoscaler.plugins.configured import PluginInstances

@@ -18,7 +18,7 @@ import pytest
 from sim_world import TICK_S, SimWorld, sim_world
 
 from autoscaler.daemon import Daemon
-from autoscaler.evaluate.python import PythonEvaluator
+from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
 from autoscaler.metrics import MetricsReporter
 from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason

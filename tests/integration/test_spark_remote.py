@@ -39,7 +39,7 @@ import pyarrow.csv as pa_csv
 import pytest
 
 from autoscaler.backtest.jobs import RESULT_SCHEMA, BacktestOptions, backtest_tables
-from autoscaler.evaluate.spark import create_spark_session, is_connect, session_conf
+from autoscaler.evaluate.spark.evaluator import create_spark_session, is_connect, session_conf
 from autoscaler.settings import Settings, SparkSettings
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -342,7 +342,7 @@ def test_connect_sessions_turn_the_plan_cache_off_unless_told_otherwise() -> Non
 def test_standalone_driver_binds_to_loopback_only_for_a_loopback_master(
     master: str, bind_loopback: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from autoscaler.evaluate.spark_session import _prepare_environment
+    from autoscaler.evaluate.spark.session import _prepare_environment
 
     monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
     monkeypatch.setenv("PYSPARK_PYTHON", "/opt/cluster/python3")
@@ -385,7 +385,7 @@ def _superseded_windows_leave_the_server(session: Any, ui: str) -> None:
     """Months of ticks must not pile up one stored window per tick on the server."""
     from test_spark_evaluator import T0, job_sample
 
-    from autoscaler.evaluate.spark import SparkEvaluator
+    from autoscaler.evaluate.spark.evaluator import SparkEvaluator
     from autoscaler.model import JobSample, VertexSample
 
     before = _stored_rdds(session, ui)
@@ -424,7 +424,7 @@ def _ticks_equal_the_oracle(session: Any) -> None:
         noisy_vertex,
     )
 
-    from autoscaler.evaluate.spark import SparkEvaluator
+    from autoscaler.evaluate.spark.evaluator import SparkEvaluator
     from autoscaler.model import NAN, JobSample
     from autoscaler.reasons import Reason
     from autoscaler.settings import AutoscalerOptions
@@ -501,7 +501,7 @@ def test_a_connect_master_without_the_connect_client_says_how_to_install_it(tmp_
     script = tmp_path / "no_grpc.py"  # a file, not -c: PySpark takes a file-less __main__ for doctests
     script.write_text(
         "import sys; sys.modules['grpc'] = None\n"  # as if grpcio were not installed
-        "from autoscaler.evaluate.spark import create_spark_session\n"
+        "from autoscaler.evaluate.spark.evaluator import create_spark_session\n"
         "from autoscaler.settings import SparkSettings\n"
         "create_spark_session(SparkSettings(master='sc://127.0.0.1:15002'))\n"
     )
@@ -557,7 +557,7 @@ def _a_lost_executor_restarts_the_windows(session: Any, worker_pgid: int) -> Non
     and evaluates on as if nothing was lost, instead of failing every later tick."""
     from test_spark_evaluator import assert_same
 
-    from autoscaler.evaluate.spark import SparkEvaluator
+    from autoscaler.evaluate.spark.evaluator import SparkEvaluator
 
     tick, reloads = _stored_ticks(SparkEvaluator(session), seed=17)
     for i in range(3):
@@ -578,7 +578,7 @@ def reconnect_checks(url: str, handshake: Path) -> None:
     lost nothing: the evaluator made a new session once and replayed the stored samples into it."""
     from test_spark_evaluator import assert_same
 
-    from autoscaler.evaluate.spark import start_evaluator
+    from autoscaler.evaluate.spark.evaluator import start_evaluator
 
     ours = start_evaluator(SparkSettings(master=url, app_name=APP_NAME))
     first = ours.session

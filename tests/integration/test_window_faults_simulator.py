@@ -25,7 +25,7 @@ import pytest
 
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
-from autoscaler.evaluate.python import PythonEvaluator
+from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
 from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
 from autoscaler.outcome import JobOutcome

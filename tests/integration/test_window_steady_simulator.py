@@ -21,7 +21,7 @@ from structlog.testing import capture_logs
 
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
-from autoscaler.evaluate.python import PythonEvaluator
+from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
 from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
 from autoscaler.reasons import Reason

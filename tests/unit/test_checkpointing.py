@@ -1,11 +1,11 @@
-"""The window's background checkpoint (autoscaler/evaluate/checkpointing.py), with stand-in frames: a
+"""The window's background checkpoint (autoscaler/evaluate/spark/checkpointing.py), with stand-in frames: a
 stopping evaluator gives a checkpoint under way its grace, and lets one that hangs go."""
 
 from __future__ import annotations
 
 import threading
 
-from autoscaler.evaluate.checkpointing import WindowFrames
+from autoscaler.evaluate.spark.checkpointing import WindowFrames
 
 
 class Frame:

@@ -34,8 +34,8 @@ from autoscaler.collect import (
 from autoscaler.collect.freshness import FETCH_INTERVAL_FACTOR, fetch_interval_warning
 from autoscaler.evaluate import SparkEvaluator
 from autoscaler.evaluate.aggregates import aggregate_window
-from autoscaler.evaluate.python import PythonEvaluator
-from autoscaler.evaluate.window_book import WindowBook
+from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
+from autoscaler.evaluate.window.book import WindowBook
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.models import JobDetails
 from autoscaler.metrics import MetricsReporter
@@ -178,7 +178,7 @@ async def test_spark_and_the_oracle_agree_tick_by_tick_on_windows_with_stale_sam
         if got[key].window_full:
             assert got[key].vertices[SRC].target_data_rate == pytest.approx(RATE, rel=1e-12)
     # New fetches only, a point every 10 s; a 35 s window holds 5 of them (40 s): it begins at the last
-    # point at or before its start, so its rate spans at least the window (window.py).
+    # point at or before its start, so its rate spans at least the window (window/job_window.py).
     assert sizes == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5]
 
 

@@ -14,10 +14,11 @@ from collect_flink import SRC, WORK, FakeFlink, sample_job
 from test_window import RUNNING, S, feed
 
 from autoscaler.collect import MetricNameCache
-from autoscaler.collect.sanity import counters_fell, without_impossible
+from autoscaler.collect.sanity import without_impossible
 from autoscaler.evaluate.aggregates import aggregate_window
-from autoscaler.evaluate.python import PythonEvaluator
-from autoscaler.evaluate.window_book import WindowBook
+from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
+from autoscaler.evaluate.window.book import WindowBook
+from autoscaler.evaluate.window.readings import counters_fell
 from autoscaler.flink.client import FlinkClient
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import VertexSample
@@ -171,7 +172,7 @@ def test_unknown_counters_never_count_as_falling() -> None:
 def test_the_busy_time_counter_may_fall_and_restarts_nothing() -> None:
     """Flink's accumulated busy time falls back when an idle period ends (idle is added at its end):
     not a reset. Only the record counters are held to never falling."""
-    from autoscaler.collect.sanity import COUNTERS
+    from autoscaler.evaluate.window.readings import COUNTERS
 
     assert COUNTERS == ("num_records_in", "num_records_out")
 

@@ -25,7 +25,7 @@ from autoscaler.evaluate.custom import (
     VertexMetrics,
     merge_overrides,
 )
-from autoscaler.evaluate.formulas import evaluate_graph, evaluate_vertices
+from autoscaler.evaluate.oracle.formulas import evaluate_graph, evaluate_vertices
 from autoscaler.model import JobSample, VertexSample
 from autoscaler.plugins.evaluators import EvaluatorInstances
 from autoscaler.plugins.loader import EVALUATOR_ENTRY_POINT_GROUP, DiscoveredPlugin, PluginRegistry

@@ -32,8 +32,8 @@ from autoscaler.collect import MetricNameCache, collect
 from autoscaler.decide import VertexChange
 from autoscaler.evaluate import SparkEvaluator, aggregate_window
 from autoscaler.evaluate.custom import CustomEvaluator, EvaluatorContext
-from autoscaler.evaluate.formulas import aggregate_custom_window
-from autoscaler.evaluate.spark import (
+from autoscaler.evaluate.oracle.formulas import aggregate_custom_window
+from autoscaler.evaluate.spark.evaluator import (
     CUSTOM_DDL,
     ROW_DDL,
     SeriesNames,

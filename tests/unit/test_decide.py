@@ -244,7 +244,7 @@ def test_quota_with_unknown_taskmanagers_never_blocks():
 
 def test_a_load_change_drops_the_delayed_scale_downs_of_the_old_load():
     """The window restarted where the load changed: recommendations made for the old load, or on a
-    window that straddled the change, must not size the job for the new one (ours, window.py)."""
+    window that straddled the change, must not size the job for the new one (ours, job_window.py)."""
     pending = JobState(delayed_scale_down={"work": DelayedScaleDown(0, ((0, 6), (5_000, 3)))})
     ev = replace(
         make_evaluation([vertex_eval("work", 10, 3)], not_ready=Reason.WINDOW_NOT_FULL), load_change_ms=5_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from autoscaler.evaluate.phases import PHASES, EvaluationPhases, PhaseTimer
+from autoscaler.evaluate.spark.phases import PHASES, EvaluationPhases, PhaseTimer
 from autoscaler.evaluate.stage import evaluate
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobEvaluation

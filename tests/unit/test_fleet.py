@@ -1,4 +1,4 @@
-"""The vectorised fleet evaluation (:mod:`autoscaler.evaluate.fleet`) equals the oracle's graph walk.
+"""The vectorised fleet evaluation (:mod:`autoscaler.evaluate.fleet.evaluator`) equals the oracle's walk.
 
 ``FleetEvaluator.evaluate`` takes the aggregation query's table; ``formulas.evaluate_graph`` takes the
 same aggregates as ``VertexAggregates``, job by job. On random fleets (random graphs with several
@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from autoscaler.evaluate.aggregates import VertexAggregates
 from autoscaler.evaluate.custom import CustomEvaluator, EvaluatorContext
-from autoscaler.evaluate.fleet import FleetEvaluator, FleetJob
-from autoscaler.evaluate.fleet_columns import AGGREGATE_FIELDS, aggregates_by_job
-from autoscaler.evaluate.formulas import GraphEvaluation, evaluate_graph
+from autoscaler.evaluate.fleet.columns import AGGREGATE_FIELDS, aggregates_by_job
+from autoscaler.evaluate.fleet.evaluator import FleetEvaluator, FleetJob
+from autoscaler.evaluate.oracle.formulas import GraphEvaluation, evaluate_graph
 from autoscaler.model import Edge, JobRef, JobSample, JobTarget, JobTopology, VertexInfo, VertexSample
 from autoscaler.settings import AlignmentMode, AutoscalerOptions, BusyTimeAggregator
 from autoscaler.state import ScalingRecord
@@ -365,7 +365,7 @@ def test_a_graph_out_of_topological_order_takes_the_oracle_walk(order: Sequence[
 def test_a_vertex_evaluation_built_slot_by_slot_is_the_dataclass() -> None:
     """The fleet builds ``VertexEvaluation`` without its ``__init__`` (the speed of 100,000 a tick):
     the object must be the one ``__init__`` gives, frozen, hashable and ``replace``-able alike."""
-    from autoscaler.evaluate.vertex_rows import vertex_evaluation as _evaluation
+    from autoscaler.evaluate.fleet.vertex_rows import vertex_evaluation as _evaluation
     from autoscaler.model import AlignmentBounds, ScaleUpGain, VertexEvaluation
 
     values = (

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from formula_builders import DEFAULTS, INF, agg, job_sample, source, topology
 
-from autoscaler.evaluate.formulas import (
+from autoscaler.evaluate.oracle.formulas import (
     VertexAggregates,
     evaluate_vertices,
 )

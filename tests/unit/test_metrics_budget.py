@@ -24,7 +24,7 @@ import yaml
 from prometheus_client import generate_latest
 from structlog.testing import capture_logs
 
-from autoscaler.evaluate.phases import EvaluationPhases
+from autoscaler.evaluate.spark.phases import EvaluationPhases
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import Edge, JobEvaluation, JobRef, JobTopology, VertexInfo
 from autoscaler.reasons import Reason

@@ -17,7 +17,13 @@ import pytest
 from formula_builders import agg
 
 from autoscaler.collect import observed_true_processing_rate
-from autoscaler.evaluate.formulas import (
+from autoscaler.evaluate.history import (
+    VertexScaling,
+    restart_time_s,
+    scalability_coefficient,
+    trim_history,
+)
+from autoscaler.evaluate.oracle.formulas import (
     AverageParts,
     VertexAggregates,
     busy_time_avg,
@@ -32,12 +38,6 @@ from autoscaler.evaluate.formulas import (
     target_data_rate,
     thresholds,
     true_processing_rate,
-)
-from autoscaler.evaluate.history import (
-    VertexScaling,
-    restart_time_s,
-    scalability_coefficient,
-    trim_history,
 )
 from autoscaler.evaluate.scaler import (
     align_parallelism,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from formula_builders import agg, topology
 
-from autoscaler.evaluate.propagation import (
+from autoscaler.evaluate.oracle.propagation import (
     edge_data_rate,
     edge_output_ratio,
     propagate_rates,

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.evaluate.formulas import EMPTY_AGGREGATES, VertexAggregates, evaluate_vertices
+from autoscaler.evaluate.oracle.formulas import EMPTY_AGGREGATES, VertexAggregates, evaluate_vertices
 from autoscaler.evaluate.scaler import (
     align_parallelism,
     compute_busy_time_parallelism,

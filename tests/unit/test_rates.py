@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from formula_builders import DEFAULTS, INF, agg
 
-from autoscaler.evaluate.rates import (
+from autoscaler.evaluate.oracle.rates import (
     ProcessingRates,
     busy_time_avg,
     capacity,

@@ -1,4 +1,4 @@
-"""The window's integer key (autoscaler.evaluate.series): rows laid out by series, named in the driver."""
+"""The window's integer key (evaluate.spark.series): rows laid out by series, named in the driver."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pyarrow as pa
 import pytest
 
-from autoscaler.evaluate.series import (
+from autoscaler.evaluate.spark.series import (
     MAX_VERTICES,
     VERTEX_BITS,
     SeriesNames,
@@ -16,7 +16,7 @@ from autoscaler.evaluate.series import (
     vertex_order,
     window_rows,
 )
-from autoscaler.evaluate.window_book import WindowBook
+from autoscaler.evaluate.window.book import WindowBook
 from autoscaler.model import JobRef, JobSample, JobTarget, JobTopology, VertexInfo, VertexSample
 from autoscaler.settings import AutoscalerOptions
 

@@ -1,4 +1,4 @@
-"""The incremental window aggregates (``autoscaler.evaluate.sliding``) equal the oracle's
+"""The incremental window aggregates (``autoscaler.evaluate.oracle.sliding``) equal the oracle's
 ``aggregate_window`` exactly, for any sequence of windows: slides, jumps, new epochs, NaN and infinite
 values, values whose float sums depend on the order."""
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoscaler.evaluate.aggregates import aggregate_window
-from autoscaler.evaluate.sliding import ExactSum, SlidingWindows
+from autoscaler.evaluate.oracle.sliding import ExactSum, SlidingWindows
 from autoscaler.model import VertexSample
 from autoscaler.testing import make_sample, make_topology
 

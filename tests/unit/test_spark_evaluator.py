@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from autoscaler.evaluate import SparkEvaluator
-from autoscaler.evaluate.phases import EvaluationPhases
-from autoscaler.evaluate.python import PythonEvaluator
+from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
+from autoscaler.evaluate.spark.phases import EvaluationPhases
 from autoscaler.model import (
     NAN,
     Edge,
@@ -98,8 +98,8 @@ def close(actual: Any, expected: Any) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------- oracle path
-# The oracle is ``autoscaler.evaluate.python.PythonEvaluator``: the same window bookkeeping as Spark,
-# aggregation in plain Python (``aggregate_window``). Other test modules import it from here.
+# The oracle is ``autoscaler.evaluate.oracle.evaluator.PythonEvaluator``: the same window bookkeeping as
+# Spark, aggregation in plain Python (``aggregate_window``). Other test modules import it from here.
 
 
 def assert_same_custom(
@@ -147,7 +147,7 @@ def test_window_appends_and_drops_across_ticks(
 ) -> None:
     """Append + slide; a restarted job's old rows vanish; an absent job ages out; forget() drops at once.
     Both ways of keeping the window: in one partition (small windows) and spread out (large ones)."""
-    monkeypatch.setattr("autoscaler.evaluate.spark.SINGLE_TASK_ROWS", single_task_rows)
+    monkeypatch.setattr("autoscaler.evaluate.spark.evaluator.SINGLE_TASK_ROWS", single_task_rows)
     rng = random.Random(11)
     ours, oracle = SparkEvaluator(spark), PythonEvaluator()
     slow = AutoscalerOptions(
@@ -397,8 +397,8 @@ def test_a_failed_background_checkpoint_keeps_the_window_and_is_taken_again(
 ) -> None:
     """A checkpoint that fails loses nothing: the window stays a plan over the last checkpoint, the
     ticks go on with every row, and the next checkpoint that succeeds releases what the plan read."""
-    import autoscaler.evaluate.checkpointing as checkpointing
-    from autoscaler.evaluate.checkpointing import BackgroundCheckpoint
+    import autoscaler.evaluate.spark.checkpointing as checkpointing
+    from autoscaler.evaluate.spark.checkpointing import BackgroundCheckpoint
 
     class Failing(BackgroundCheckpoint):
         def _run(self) -> None:

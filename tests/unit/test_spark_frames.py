@@ -1,4 +1,4 @@
-"""The aggregation query (:mod:`autoscaler.evaluate.spark_frames`) equals the plain-Python oracle.
+"""The aggregation query (:mod:`autoscaler.evaluate.spark.frames`) equals the plain-Python oracle.
 
 One row per vertex from Spark, compared with ``aggregate_window`` on hand-picked and random windows.
 Spark inputs stay tiny; every Spark action costs tens of milliseconds even when warm.
@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from test_spark_evaluator import INF, T0, S, close, noisy_vertex
 
 from autoscaler.evaluate import aggregate_window
-from autoscaler.evaluate.fleet_columns import aggregates_by_job
-from autoscaler.evaluate.spark_frames import ROW_DDL, aggregate_frame, collect_aggregates, rows_frame
+from autoscaler.evaluate.fleet.columns import aggregates_by_job
+from autoscaler.evaluate.spark.frames import ROW_DDL, aggregate_frame, collect_aggregates, rows_frame
 from autoscaler.model import NAN, VertexSample
 
 

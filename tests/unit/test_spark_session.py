@@ -1,4 +1,4 @@
-"""The session's settings (:mod:`autoscaler.evaluate.spark_session`), without a JVM but for the one
+"""The session's settings (:mod:`autoscaler.evaluate.spark.session`), without a JVM but for the one
 test that asks the shared session's driver JVM what it was started with.
 
 Making real sessions (local, ``spark://``, ``sc://``) is in ``tests/integration/test_spark_remote.py``.
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from autoscaler.evaluate.spark_session import DRIVER_JAVA_OPTIONS, session_conf
+from autoscaler.evaluate.spark.session import DRIVER_JAVA_OPTIONS, session_conf
 from autoscaler.settings import SparkSettings
 
 

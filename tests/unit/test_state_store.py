@@ -399,7 +399,7 @@ def test_a_failed_transaction_keeps_the_custom_window(backend: Backend) -> None:
 def test_a_restored_window_is_full_again(backend: Backend) -> None:
     """The hook the evaluator restores through: replaying stored ticks into a new ``WindowBook`` gives
     the window it had before the restart, and a restart of the job since then still resets it."""
-    from autoscaler.evaluate.window_book import WindowBook
+    from autoscaler.evaluate.window.book import WindowBook
     from autoscaler.settings import AutoscalerOptions
 
     options = AutoscalerOptions(

@@ -1,4 +1,4 @@
-"""Each vectorised formula (:mod:`autoscaler.evaluate.vector_formulas`) equals its plain-Python twin.
+"""Each vectorised formula (:mod:`autoscaler.evaluate.fleet.vector_formulas`) equals its plain-Python twin.
 
 Bit for bit, element by element, on random inputs that include NaN, both infinities, both zeros,
 negative, tiny and huge values: the Spark backend's driver side is built from these functions, and the
@@ -14,11 +14,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import autoscaler.evaluate.vector_formulas as vf
+import autoscaler.evaluate.fleet.vector_formulas as vf
 from autoscaler.evaluate.aggregates import AverageParts, VertexAggregates, get_average
 from autoscaler.evaluate.javamath import java_max, java_round
-from autoscaler.evaluate.propagation import edge_output_ratio
-from autoscaler.evaluate.rates import (
+from autoscaler.evaluate.oracle.propagation import edge_output_ratio
+from autoscaler.evaluate.oracle.rates import (
     capacity,
     catch_up_rate,
     is_processing_backlog,

@@ -7,7 +7,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.evaluate.window import (
+from autoscaler.evaluate.window.book import WindowBook
+from autoscaler.evaluate.window.job_window import (
     BOUNDARY_REACH,
     RESTAMP_REACH,
     JobWindow,
@@ -15,7 +16,6 @@ from autoscaler.evaluate.window import (
     slide,
     window_start_ms,
 )
-from autoscaler.evaluate.window_book import WindowBook
 from autoscaler.reasons import Reason
 
 S = 1000  # ms

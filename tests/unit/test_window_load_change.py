@@ -1,5 +1,5 @@
 """A load change inside the window restarts it where the change began, and a full window waits an
-interval when one may be starting (ours, metrics.load-change.threshold; evaluate/load_change.py)."""
+interval when one may be starting (ours, metrics.load-change.threshold; evaluate/window/load_change.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 from test_window import RUNNING, S, feed
 
-from autoscaler.evaluate.load_change import load_changed, load_changing
-from autoscaler.evaluate.window import MAX_LEVEL_RESETS, WindowStatus
-from autoscaler.evaluate.window_book import WindowBook
+from autoscaler.evaluate.window.book import WindowBook
+from autoscaler.evaluate.window.job_window import MAX_LEVEL_RESETS, WindowStatus
+from autoscaler.evaluate.window.load_change import load_changed, load_changing
 from autoscaler.reasons import Reason
 
 TICK = 5 * S
@@ -123,7 +123,7 @@ def test_offered_records_are_what_the_sources_took_in_plus_their_backlog() -> No
 
     from formula_builders import job_sample, topology
 
-    from autoscaler.evaluate.load_change import offered_records
+    from autoscaler.evaluate.window.load_change import offered_records
     from autoscaler.model import VertexSample
 
     sample = job_sample(topology({"a": 1, "b": 1, "w": 1}, [("a", "w"), ("b", "w")]))

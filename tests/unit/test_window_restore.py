@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from autoscaler.evaluate.spark import SparkEvaluator
+from autoscaler.evaluate.spark.evaluator import SparkEvaluator
 from autoscaler.model import VertexSample
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.testing import make_sample, make_topology

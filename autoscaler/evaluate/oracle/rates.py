@@ -2,7 +2,7 @@
 
 Target data rate, catch-up rate, busy time, true processing rate, backlog, target capacity and the
 scale-up/scale-down thresholds (flink-autoscaler.md §1.5), each a pure function of floats so the
-graph evaluation (:mod:`autoscaler.evaluate.formulas`) only has to wire them together. NaN means
+graph evaluation (:mod:`autoscaler.evaluate.oracle.formulas`) only has to wire them together. NaN means
 "unknown", never zero; division follows Java doubles (:mod:`autoscaler.evaluate.javamath`).
 """
 

@@ -3,8 +3,8 @@
 A window row used to carry its job key, epoch and vertex id as Spark columns, two of them strings of
 some 40 and 32 characters, and the tick's aggregation grouped by both strings. Now a row carries one
 ``series`` (a bigint) instead: ``slot << VERTEX_BITS | vertex``, where ``slot`` is the job window's
-epoch (``autoscaler.evaluate.window``: one counter per book, never reused, so the epoch alone tells the
-job and the run) and ``vertex`` is the vertex's place in its window's sorted vertex ids (an epoch's
+epoch (``autoscaler.evaluate.window.job_window``: one counter per book, never reused, so the epoch alone tells
+the job and the run) and ``vertex`` is the vertex's place in its window's sorted vertex ids (an epoch's
 vertex set never changes: a different one starts a new epoch). Spark groups by one long instead of two
 strings, and its rows are half as wide. On ``bench/bench_evaluator.py``'s fleet of 10,000 jobs x 10
 vertices (a 120 s window, 1.3 million rows, 2 cores) the JVM's CPU per tick went from 2.35 s to 2.07 s
@@ -28,7 +28,7 @@ import pyarrow as pa
 from autoscaler.model import JobSample, VertexId, VertexSample
 
 if TYPE_CHECKING:
-    from autoscaler.evaluate.window_book import WindowBook
+    from autoscaler.evaluate.window.book import WindowBook
 
 __all__ = [
     "MAX_VERTICES",

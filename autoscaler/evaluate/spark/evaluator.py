@@ -3,13 +3,13 @@
 Split of work (see ``/work/shared/reference/spark.md`` §3 and §6): Spark keeps the metric window and
 reduces it to ONE ROW PER VERTEX (every getRate and getAverage done in the query); the driver does the
 graph propagation and the parallelism arithmetic for all jobs at once in numpy
-(:class:`autoscaler.evaluate.fleet.FleetEvaluator`, the oracle's graph walk for jobs with custom
+(:class:`autoscaler.evaluate.fleet.evaluator.FleetEvaluator`, the oracle's graph walk for jobs with custom
 evaluators). Rows travel both ways as Arrow tables, never as Python objects per row. Each tick appends
 only the new samples to the window held in Spark, drops what left the window with a semi-join against a
 tiny ``(job_key, epoch, start_ms)`` frame (in one partition, for all but the largest windows), and cuts
 the lineage with ``localCheckpoint`` so a loop that runs for months never grows its plan. The tick
 aggregates that plan as it is; its checkpoint is taken in the background and waited for by the next
-tick (:mod:`autoscaler.evaluate.checkpointing`).
+tick (:mod:`autoscaler.evaluate.spark.checkpointing`).
 
 Custom metrics (declared by plugins, :mod:`autoscaler.plugins.metrics`) live beside the window in a
 long frame ``(job_key, epoch, scope, name, ts_ms, value)``: one row per measured value, so any number of
@@ -17,9 +17,9 @@ names costs no schema change. It goes through the same append/drop cycle with th
 its aggregation is unioned into the standard one, so a tick is still ONE aggregation query for every
 job. Jobs without custom metrics cost nothing: the frame exists only while it holds rows.
 
-The session is made in :mod:`autoscaler.evaluate.spark_session`; the frames' layout and the aggregation
-query are in :mod:`autoscaler.evaluate.spark_frames`; what each job needs around the batch, and its
-result, in :mod:`autoscaler.evaluate.tick_jobs`. This module keeps the windows across ticks and
+The session is made in :mod:`autoscaler.evaluate.spark.session`; the frames' layout and the aggregation
+query are in :mod:`autoscaler.evaluate.spark.frames`; what each job needs around the batch, and its
+result, in :mod:`autoscaler.evaluate.spark.tick_jobs`. This module keeps the windows across ticks and
 evaluates; it re-exports the names importers take from it. It is some 450 lines because
 :class:`SparkEvaluator` is one transaction per tick (replay, append, slide, aggregate, evaluate, roll back
 or recover) over one shared state (the window book, the two frames, the session): split up, its parts
@@ -37,12 +37,10 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import structlog
 
-from autoscaler.evaluate.checkpointing import BackgroundCheckpoint, WindowFrames
 from autoscaler.evaluate.custom import ConfiguredEvaluator
-from autoscaler.evaluate.fleet import FleetEvaluator
-from autoscaler.evaluate.phases import EvaluationPhases, PhaseTimer
-from autoscaler.evaluate.series import SeriesNames, VertexOrders
-from autoscaler.evaluate.spark_frames import (
+from autoscaler.evaluate.fleet.evaluator import FleetEvaluator
+from autoscaler.evaluate.spark.checkpointing import BackgroundCheckpoint, WindowFrames
+from autoscaler.evaluate.spark.frames import (
     CUSTOM_COLUMNS,
     CUSTOM_DDL,
     ROW_DDL,
@@ -61,7 +59,9 @@ from autoscaler.evaluate.spark_frames import (
     rows_frame,
     window_rows,
 )
-from autoscaler.evaluate.spark_session import (
+from autoscaler.evaluate.spark.phases import EvaluationPhases, PhaseTimer
+from autoscaler.evaluate.spark.series import SeriesNames, VertexOrders
+from autoscaler.evaluate.spark.session import (
     create_spark_session,
     discard_local_session,
     is_connect,
@@ -70,8 +70,8 @@ from autoscaler.evaluate.spark_session import (
     session_conf,
     spark_error,
 )
-from autoscaler.evaluate.tick_jobs import TickJob, prepare_job, rows_per_job, windowed_custom_metrics
-from autoscaler.evaluate.window_book import WindowBook
+from autoscaler.evaluate.spark.tick_jobs import TickJob, prepare_job, rows_per_job, windowed_custom_metrics
+from autoscaler.evaluate.window.book import WindowBook
 from autoscaler.model import JobEvaluation, JobSample, VertexSample
 from autoscaler.settings import SparkSettings
 from autoscaler.state import ScalingRecord
@@ -153,7 +153,7 @@ class SparkEvaluator:
         self._spark = spark
         self._clock = clock
         self.last_phases: EvaluationPhases | None = None
-        """Where the last evaluation that succeeded spent its time (:mod:`autoscaler.evaluate.phases`)."""
+        """Where the last evaluation that succeeded spent its time (``spark/phases.py``)."""
         self._reconnect = reconnect
         self._connect = is_connect_session(spark)
         self._on_lost = on_lost or (lambda _what: None)
@@ -440,7 +440,7 @@ class SparkEvaluator:
         *,
         single_task: bool = False,
     ) -> DataFrame | None:
-        """:func:`~autoscaler.evaluate.spark_frames.extend_window` on this evaluator's session."""
+        """:func:`~autoscaler.evaluate.spark.frames.extend_window` on this evaluator's session."""
         return extend_window(
             self._spark, previous, rows, keep, ddl, partitions=self._partitions, single_task=single_task
         )

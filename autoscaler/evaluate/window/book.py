@@ -1,6 +1,6 @@
-"""Every job's metric window between ticks: the driver's book of :mod:`autoscaler.evaluate.window`.
+"""Every job's metric window between ticks: the driver's book of :mod:`autoscaler.evaluate.window.job_window`.
 
-The window's rules are plain functions of one job's :class:`~autoscaler.evaluate.window.JobWindow`;
+The window's rules are plain functions of one job's :class:`~autoscaler.evaluate.window.job_window.JobWindow`;
 this book keeps one per job, hands out epochs that are never reused, and turns a collected sample into
 the inputs those rules take (its offered load, cumulative counters and which metrics it knows).
 """
@@ -13,10 +13,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from autoscaler.collect.sanity import known_metrics, sample_counters
 from autoscaler.durations import utc_text
-from autoscaler.evaluate.load_change import offered_records
-from autoscaler.evaluate.window import (
+from autoscaler.evaluate.window.job_window import (
     RESTAMP_REACH,
     JobWindow,
     WindowStatus,
@@ -24,6 +22,8 @@ from autoscaler.evaluate.window import (
     slide,
     window_start_ms,
 )
+from autoscaler.evaluate.window.load_change import offered_records
+from autoscaler.evaluate.window.readings import known_metrics, sample_counters
 
 if TYPE_CHECKING:
     from autoscaler.model import JobSample

@@ -12,7 +12,7 @@ a small window in one partition, this took a 1,000-job tick from 0.75 to 0.61 s 
 its aggregation, and the background would compute it a second time.
 
 Its own module because it is a thread and the hand-over of frames between ticks, apart from what the
-evaluator computes (:mod:`autoscaler.evaluate.spark`).
+evaluator computes (:mod:`autoscaler.evaluate.spark.evaluator`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from autoscaler.evaluate.spark_frames import release_frame
+from autoscaler.evaluate.spark.frames import release_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -1,6 +1,6 @@
 """A tick's jobs between the window's bookkeeping and their :class:`~autoscaler.model.JobEvaluation`.
 
-What the Spark evaluator (:mod:`autoscaler.evaluate.spark`) does with each job around the batched
+What the Spark evaluator (:mod:`autoscaler.evaluate.spark.evaluator`) does with each job around the batched
 computation: before it, what the job's evaluation reads besides the window (restart time, history,
 custom evaluators, windowed custom metrics) and whether it is evaluated at all; after it, the job's
 result with its window's status. Apart from ``spark.py`` because none of it touches Spark, and the
@@ -17,12 +17,11 @@ import pyarrow as pa
 
 from autoscaler.evaluate.aggregates import CustomAggregate
 from autoscaler.evaluate.custom import ConfiguredEvaluator, unavailable
-from autoscaler.evaluate.fleet import FleetJob
-from autoscaler.evaluate.formulas import GraphEvaluation
+from autoscaler.evaluate.fleet.evaluator import FleetJob
 from autoscaler.evaluate.history import restart_time_s as restart_time_from_history
-from autoscaler.evaluate.window import WindowStatus
-from autoscaler.model import JobEvaluation, JobSample
-from autoscaler.plugins.metrics import JOB_SCOPE
+from autoscaler.evaluate.oracle.formulas import GraphEvaluation
+from autoscaler.evaluate.window.job_window import WindowStatus
+from autoscaler.model import JOB_SCOPE, JobEvaluation, JobSample
 from autoscaler.reasons import Reason
 from autoscaler.state import ScalingRecord
 

@@ -3,7 +3,7 @@
 A window half full of the old load averages two loads: after a step up it under-estimates the new rate
 (one restart too few), after a step down it over-estimates it, and the scale-down delay then keeps the
 largest of those half-old recommendations, so a job steps down one restart at a time. So the window
-(``evaluate/window.py``) restarts at the first sample of the new load. The detector compares the
+(``evaluate/window/job_window.py``) restarts at the first sample of the new load. The detector compares the
 offered rate of each of the two newest intervals with the rate over the rest of the window; the offered
 rate is what the
 sources took in plus what their backlog grew by (``numRecordsIn + pendingRecords``), so a

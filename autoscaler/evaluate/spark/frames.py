@@ -1,10 +1,10 @@
 """The window as Spark frames, and the ONE aggregation query per tick that reduces it to one row per vertex.
 
 Its own module because it is the data layout and the SQL, apart from the evaluator's bookkeeping across
-ticks (:mod:`autoscaler.evaluate.spark`): the Arrow tables that carry new rows to Spark (the window's
-own rows and their integer key are in :mod:`autoscaler.evaluate.series`), the aggregate expressions
-(getAverage and getRate of every metric, in Spark SQL, with the parts the driver needs to finish the
-observed TPR per job), their collection as one Arrow table, and the release of a superseded
+ticks (:mod:`autoscaler.evaluate.spark.evaluator`): the Arrow tables that carry new rows to Spark (the
+window's own rows and their integer key are in :mod:`autoscaler.evaluate.spark.series`), the aggregate
+expressions (getAverage and getRate of every metric, in Spark SQL, with the parts the driver needs to finish
+the observed TPR per job), their collection as one Arrow table, and the release of a superseded
 checkpoint. Tests and the benchmark aggregate a frame with it and no evaluator.
 
 Arrow both ways, column by column, because the rows are many: a tick at 10,000 jobs x 10 vertices ships
@@ -29,8 +29,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from autoscaler.evaluate.aggregates import AverageParts, CustomAggregate, VertexAggregates, get_average
-from autoscaler.evaluate.fleet_columns import AGGREGATE_FIELDS, aggregates_by_job
-from autoscaler.evaluate.series import ROW_DDL, VERTEX_BITS, SeriesNames, rows_frame, window_rows
+from autoscaler.evaluate.fleet.columns import AGGREGATE_FIELDS, aggregates_by_job
+from autoscaler.evaluate.spark.series import ROW_DDL, VERTEX_BITS, SeriesNames, rows_frame, window_rows
 from autoscaler.model import JobSample, VertexId
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def keep_frame(keep: Mapping[str, tuple[int, int]]) -> pa.Table:
 
 
 def series_slot(series: Column) -> Column:
-    """A window row's slot, its job window's epoch, from its ``series`` (``autoscaler.evaluate.series``)."""
+    """A window row's slot, its job window's epoch, from its ``series`` (``evaluate.spark.series``)."""
     from pyspark.sql import functions as F
 
     return F.shiftright(series, VERTEX_BITS)
@@ -374,7 +374,7 @@ def release_frame(frame: DataFrame | None) -> None:
     Classic sessions (local or standalone): unpersist the checkpointed RDD behind the plan. A Connect
     client has no handle on RDDs: dropping the DataFrame makes the client remove it from the server's
     session (``CachedRemoteRelation.__del__``), and with the session's plan cache off
-    (:data:`autoscaler.evaluate.spark_session._CONNECT_CONF`) nothing else holds it, so the server's
+    (:data:`autoscaler.evaluate.spark.session._CONNECT_CONF`) nothing else holds it, so the server's
     ContextCleaner unpersists it at its next GC.
     """
     if frame is None:

@@ -1,6 +1,6 @@
 """Driver-side bookkeeping of each job's metric window (reference §1.4); no Spark in here.
 
-The rules for one job's window; :mod:`autoscaler.evaluate.window_book` keeps every job's between ticks.
+The rules for one job's window; :mod:`autoscaler.evaluate.window.book` keeps every job's between ticks.
 
 The rows themselves live in Spark; this module decides which of them count. Per job it remembers the
 RUNNING timestamp and vertex set of the last sample, the first sample after stabilization and the
@@ -11,7 +11,7 @@ per book and are never reused, so a forgotten job that comes back cannot match i
 
 A load change inside the window (ours, ``metrics.load-change.threshold``) moves the window's start to
 its first sample of the new load, and a full window whose newest interval may be the start of one
-waits an interval (``LoadChanging``): ``evaluate/load_change.py`` says why and how a change is told.
+waits an interval (``LoadChanging``): ``evaluate/window/load_change.py`` says why and how a change is told.
 Ticks that add no sample (a fault, a stale fetch) do not lose a change: where the window slid past the
 old load, it is told against a point of the old load the window held before (``_change_points``).
 
@@ -36,8 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import overload
 
-from autoscaler.collect.sanity import counters_fell
-from autoscaler.evaluate.load_change import load_changed, load_changing
+from autoscaler.evaluate.window.load_change import load_changed, load_changing
+from autoscaler.evaluate.window.readings import counters_fell
 from autoscaler.reasons import Reason
 
 __all__ = [
@@ -360,11 +360,11 @@ def observe(
 
     ``offered`` is the sample's :func:`offered_records`; with ``load_change_threshold`` > 0 a load
     change restarts the window at its first sample of the new load (module doc). ``counters`` are the
-    sample's cumulative counters (``collect/sanity.py``): one that fell since the last sample of the
+    sample's cumulative counters (``readings.py``): one that fell since the last sample of the
     same job run (a reset without a restart, or a fault) starts the window over at this sample, so no
     rate spans it. ``known`` has a bit set for each evaluated metric the sample knows
-    (:func:`~autoscaler.collect.sanity.known_metrics`): one known now but not early in the window keeps
-    it from counting as full (module doc). ``restamped_ms`` is how far the sample's fetch stamps moved
+    (:func:`~autoscaler.evaluate.window.readings.known_metrics`): one known now but not early in the window
+    keeps it from counting as full (module doc). ``restamped_ms`` is how far the sample's fetch stamps moved
     against the job's earlier ones (``collect/freshness.py``): once the moves since the window started
     exceed :data:`RESTAMP_REACH` of the window, a rate from its first sample to this one would be off by
     more than that share, so the window starts over at this sample, as after a counter reset.

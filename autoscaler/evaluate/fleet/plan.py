@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autoscaler.evaluate.propagation import sole_output
-from autoscaler.evaluate.vector_formulas import Bools, Floats, Ints, edge_output_ratio
+from autoscaler.evaluate.fleet.vector_formulas import Bools, Floats, Ints, edge_output_ratio
+from autoscaler.evaluate.oracle.propagation import sole_output
 from autoscaler.model import JobTopology, VertexId
 
 __all__ = ["FleetLayout", "PlanCache", "TopologyPlan", "propagate"]

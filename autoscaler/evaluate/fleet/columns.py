@@ -1,7 +1,7 @@
 """The aggregation query's rows (one per vertex, an Arrow table) as numpy columns in the fleet's order.
 
-Apart from :mod:`autoscaler.evaluate.fleet` because it is the one place that knows the table's layout:
-the columns are :class:`~autoscaler.evaluate.aggregates.VertexAggregates`' fields by name, beside
+Apart from :mod:`autoscaler.evaluate.fleet.evaluator` because it is the one place that knows the table's
+layout: the columns are :class:`~autoscaler.evaluate.aggregates.VertexAggregates`' fields by name, beside
 ``job_key`` and ``vertex_id``, in whatever row order Spark returns them. Reading them costs no Python
 call per row: Arrow finds each row's job and vertex (``pc.index_in``), numpy puts it in place.
 """
@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from autoscaler.evaluate.aggregates import EMPTY_AGGREGATES, VertexAggregates
-from autoscaler.evaluate.fleet_plan import FleetLayout
+from autoscaler.evaluate.fleet.plan import FleetLayout
 from autoscaler.model import VertexId
 
 __all__ = ["AGGREGATE_FIELDS", "aggregates_by_job", "job_aggregates", "laid_out_columns"]

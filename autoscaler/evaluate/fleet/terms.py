@@ -1,8 +1,8 @@
 """What the fleet evaluation reads of each job's options, as columns over the vertices, and the cached
 key-group alignment.
 
-Apart from :mod:`autoscaler.evaluate.fleet` because both are about *inputs* to the vectorised formulas
-rather than the formulas: options are read once per options object (a handful of attribute reads and
+Apart from :mod:`autoscaler.evaluate.fleet.evaluator` because both are about *inputs* to the vectorised
+formulas rather than the formulas: options are read once per options object (a handful of attribute reads and
 properties, which done per vertex cost more than the arithmetic), and alignment is an integer search
 that stays the scaler's own code, asked once per distinct question.
 """
@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from autoscaler.evaluate.javamath import whole_seconds
-from autoscaler.evaluate.rates import busy_time_bounds
+from autoscaler.evaluate.oracle.rates import busy_time_bounds
 from autoscaler.evaluate.scaler import aligned_parallelism as _aligned_parallelism
 from autoscaler.model import JobSample
 from autoscaler.settings import AutoscalerOptions, BusyTimeAggregator

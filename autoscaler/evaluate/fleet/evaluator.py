@@ -3,8 +3,8 @@
 The Spark backend's driver side (issue 13: 10,000 jobs x 10 vertices in at most 2 s per tick). It takes
 the aggregation query's result as one Arrow table (a row per vertex) and computes every vertex's rates,
 thresholds and recommendation in numpy arrays over the whole tick
-(:mod:`~autoscaler.evaluate.vector_formulas`, each function the twin of an oracle formula), propagating
-rates along all job graphs at once (:mod:`~autoscaler.evaluate.fleet_plan`). Before, the same formulas
+(:mod:`~autoscaler.evaluate.fleet.vector_formulas`, each function the twin of an oracle formula), propagating
+rates along all job graphs at once (:mod:`~autoscaler.evaluate.fleet.plan`). Before, the same formulas
 ran as Python calls per vertex, and those calls, not Spark, took most of a tick. Python still runs per
 vertex only where a rule is Python by nature:
 
@@ -27,19 +27,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-import autoscaler.evaluate.vector_formulas as vf
+import autoscaler.evaluate.fleet.vector_formulas as vf
 from autoscaler.evaluate.custom import ConfiguredEvaluator
-from autoscaler.evaluate.fleet_columns import job_aggregates, laid_out_columns
-from autoscaler.evaluate.fleet_plan import FleetLayout, PlanCache, propagate
-from autoscaler.evaluate.fleet_terms import aligned_parallelism, job_options, term_columns
-from autoscaler.evaluate.formulas import GraphEvaluation, evaluate_graph
+from autoscaler.evaluate.fleet.columns import job_aggregates, laid_out_columns
+from autoscaler.evaluate.fleet.plan import FleetLayout, PlanCache, propagate
+from autoscaler.evaluate.fleet.terms import aligned_parallelism, job_options, term_columns
+from autoscaler.evaluate.fleet.vertex_rows import vertex_evaluation
 from autoscaler.evaluate.history import (
     VertexScaling,
     ineffective_scale_up,
     scalability_coefficient,
     vertex_history,
 )
-from autoscaler.evaluate.vertex_rows import vertex_evaluation
+from autoscaler.evaluate.oracle.formulas import GraphEvaluation, evaluate_graph
 from autoscaler.model import AlignmentBounds, JobSample, ScaleUpGain
 from autoscaler.settings import AlignmentMode
 from autoscaler.state import ScalingRecord

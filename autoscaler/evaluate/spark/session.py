@@ -6,8 +6,8 @@ settings (``/work/shared/reference/spark.md`` §2: UI off, ~2x cores partitions,
 SQL confs over Connect, with the plan cache off), the environment the local JVM reads once at its start,
 the Connect client's fail-fast retry policy, and the loggers quieted for what the evaluator does on
 purpose. :func:`session_conf` and :func:`is_connect` need no JVM. The evaluator
-(:mod:`autoscaler.evaluate.spark`) starts its session with :func:`create_spark_session`, and makes a new
-one with it when a Connect server lost the old one, or when the local driver JVM died
+(:mod:`autoscaler.evaluate.spark.evaluator`) starts its session with :func:`create_spark_session`, and makes a
+new one with it when a Connect server lost the old one, or when the local driver JVM died
 (:func:`local_jvm_alive`, :func:`discard_local_session`); :func:`spark_error` tells such a loss by the
 error class in a failed call's message.
 """
@@ -49,7 +49,7 @@ _STATIC_CONF = ("spark.ui.", "spark.default.parallelism", "spark.driver.", "spar
 # window checkpoint that the next tick supersedes, so that cache would pin up to 16 stale windows in the
 # server's memory; our plans never repeat, so it saves nothing. Without it the server's ContextCleaner
 # unpersists a superseded checkpoint at its first GC after the client drops it (see
-# :func:`autoscaler.evaluate.spark_frames.release_frame`).
+# :func:`autoscaler.evaluate.spark.frames.release_frame`).
 _CONNECT_CONF = {"spark.connect.session.planCache.enabled": "false"}
 # The garbage collector of a driver JVM the daemon starts (local mode; a standalone cluster's driver).
 # JDK 17's default, G1, lets the heap grow to its maximum and keeps it: a 1,000-job window lives in some

@@ -3,7 +3,7 @@
 It keeps each job's window as a list of samples in the driver and reduces it with
 :func:`autoscaler.evaluate.aggregates.aggregate_window`, the oracle the Spark aggregation query is
 tested against (``tests/unit/test_spark_evaluator.py`` compares the two tick by tick). The window
-bookkeeping is the shared :class:`~autoscaler.evaluate.window.WindowBook`, so a sample counts, ages out
+bookkeeping is the shared :class:`~autoscaler.evaluate.window.book.WindowBook`, so a sample counts, ages out
 or starts a new epoch exactly as it does in Spark.
 
 Why a second backend: the decisions are the same, and a benchmark or a test that replays thousands of
@@ -20,13 +20,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from autoscaler.evaluate.aggregates import VertexAggregates, aggregate_custom_window, aggregate_window
 from autoscaler.evaluate.custom import ConfiguredEvaluator, unavailable
-from autoscaler.evaluate.formulas import evaluate_graph
 from autoscaler.evaluate.history import restart_time_s
-from autoscaler.evaluate.sliding import SlidingWindows
-from autoscaler.evaluate.window import WindowStatus
-from autoscaler.evaluate.window_book import WindowBook
-from autoscaler.model import NAN, JobEvaluation, JobSample, VertexEvaluation, VertexId
-from autoscaler.plugins.metrics import JOB_SCOPE
+from autoscaler.evaluate.oracle.formulas import evaluate_graph
+from autoscaler.evaluate.oracle.sliding import SlidingWindows
+from autoscaler.evaluate.window.book import WindowBook
+from autoscaler.evaluate.window.job_window import WindowStatus
+from autoscaler.model import JOB_SCOPE, NAN, JobEvaluation, JobSample, VertexEvaluation, VertexId
 from autoscaler.reasons import Reason
 from autoscaler.state import ScalingRecord
 

@@ -7,7 +7,7 @@ NaN means "unknown", never zero. Every function names the reference rule it impl
 Split of work: a backend (Spark, or :func:`aggregate_window`) reduces each vertex's window to one
 :class:`VertexAggregates` (:mod:`autoscaler.evaluate.aggregates`); this module walks the job graph in
 topological order, propagating rates along the edges, computing each vertex's rates
-(:mod:`autoscaler.evaluate.rates`), running the custom evaluators (:mod:`autoscaler.evaluate.custom`)
+(:mod:`autoscaler.evaluate.oracle.rates`), running the custom evaluators (:mod:`autoscaler.evaluate.custom`)
 and asking :mod:`autoscaler.evaluate.scaler` for the parallelism. It re-exports the aggregate and
 rate formulas so the oracle stays importable from one place.
 """
@@ -45,13 +45,13 @@ from autoscaler.evaluate.history import (
     vertex_history,
 )
 from autoscaler.evaluate.javamath import java_round, whole_seconds
-from autoscaler.evaluate.propagation import (
+from autoscaler.evaluate.oracle.propagation import (
     edge_data_rate,
     edge_output_ratio,
     incoming_rates,
     propagate_rates,
 )
-from autoscaler.evaluate.rates import (
+from autoscaler.evaluate.oracle.rates import (
     ProcessingRates,
     busy_time_avg,
     busy_time_bounds,

@@ -1,7 +1,7 @@
 """Rates along the job graph's edges: how a vertex's target rate follows from its inputs'.
 
 Reference §1.5 computeEdgeDataRate / computeEdgeOutputRatio and the TARGET_DATA_RATE and
-CATCH_UP_DATA_RATE propagation, sources first. The walk in :mod:`autoscaler.evaluate.formulas`
+CATCH_UP_DATA_RATE propagation, sources first. The walk in :mod:`autoscaler.evaluate.oracle.formulas`
 propagates the rates as the custom evaluators left them; :func:`propagate_rates` here gives the
 built-in ones alone. An unknown ratio (a missing metric) makes the vertex, and so everything
 downstream, NaN (FLINK-39925 fixed).
@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterable, Mapping
 
 from autoscaler.evaluate.aggregates import VertexAggregates, aggregates_of
-from autoscaler.evaluate.rates import catch_up_rate, target_data_rate
+from autoscaler.evaluate.oracle.rates import catch_up_rate, target_data_rate
 from autoscaler.model import NAN, JobTopology, VertexId
 
 __all__ = ["edge_data_rate", "edge_output_ratio", "incoming_rates", "propagate_rates", "sole_output"]
