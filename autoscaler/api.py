@@ -42,6 +42,7 @@ from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkBadPayload, FlinkError, FlinkHTTPError, FlinkUnreachable
 from autoscaler.flink.models import AggregatedMetric, ClusterOverview, TaskManagerInfo
 from autoscaler.model import (
+    JOB_SCOPE,
     Edge,
     JobEvaluation,
     JobRef,
@@ -55,7 +56,7 @@ from autoscaler.model import (
     VertexSample,
 )
 from autoscaler.plugins.api import Changes, PluginContext, ScalingExecutorPlugin, Verdict
-from autoscaler.plugins.metrics import JOB_SCOPE, CustomMetricProvider, ExternalMetricsContext
+from autoscaler.plugins.metrics import CustomMetricProvider, ExternalMetricsContext
 from autoscaler.reasons import Reason
 from autoscaler.resources import group_slots, required_slots, required_taskmanagers, slot_groups
 from autoscaler.settings import AutoscalerOptions
