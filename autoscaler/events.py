@@ -5,7 +5,7 @@ stuck in one state does not flood the log. Identical means the same dedup key: a
 type, reason, message key or else the message). The interval is counted from the row's first
 occurrence, so a condition that lasts gets one new row per interval with the repeats counted in it.
 
-Two sinks with one contract (``tests/unit/test_state_store.py``): ``EventLog`` in memory (tests, demo)
+Two sinks with one contract (``tests/unit/state/test_store.py``): ``EventLog`` in memory (tests, demo)
 and ``SqlEventSink`` in the state database, which keeps events across restarts, serves the CLI's
 queries and forgets rows after a retention period (``cleanup``, meant to run once a day). Both log
 every new event through structlog; repeats are logged at debug level only.

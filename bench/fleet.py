@@ -1,7 +1,7 @@
 """The fleet ``bench_fleet.py`` simulates: N jobs x V vertices, the same on every run and machine.
 
 Most jobs sit in the utilization band, one in ten has a vertex over capacity and one in twenty is mostly
-idle, so a measured tick holds the decisions a real fleet's would (``tests/unit/test_bench_fleet.py``
+idle, so a measured tick holds the decisions a real fleet's would (``tests/unit/bench/test_bench_fleet.py``
 checks the utilizations in the simulator itself). ``serve_simulator`` is the simulator process's body.
 """
 

@@ -2,7 +2,7 @@
 
 Keys, deprecated spellings, defaults, types and descriptions are read from ``autoscaler/settings/``;
 the ranges that custom validators enforce are listed in ``CHECKED_RANGES`` below, and
-``tests/unit/test_config_docs.py`` probes every one of them against the model. That test also fails
+``tests/unit/settings/test_config_docs.py`` probes every one of them against the model. That test also fails
 when the committed file differs from this script's output.
 
 Usage (from the repository root):
@@ -47,7 +47,7 @@ ENV_NESTED = str(Settings.model_config.get("env_nested_delimiter", "__"))
 
 # Ranges enforced by validators rather than by Field(ge=...). Format: "[lo, hi]" or ">= lo", optionally
 # followed by " when <key>" for a range the reference checks only while that feature is enabled.
-# tests/unit/test_config_docs.py probes each bound (and just outside it) against the model.
+# tests/unit/settings/test_config_docs.py probes each bound (and just outside it) against the model.
 CHECKED_RANGES: dict[str, str] = {
     "utilization_target": "[0, 1]",
     "target_utilization_boundary": ">= 0",

@@ -4,7 +4,7 @@
 # password-protected role and database.
 #
 #   url=$(bash tests/postgres.sh start)     # prints only the URL on stdout (progress goes to stderr)
-#   FLINK_AUTOSCALER_TEST_POSTGRES_URL=$url .venv/bin/pytest tests/unit/test_state_store.py
+#   FLINK_AUTOSCALER_TEST_POSTGRES_URL=$url .venv/bin/pytest tests/unit/state/test_store.py
 #   bash tests/postgres.sh stop             # stops the cluster started last and deletes its directory
 #
 #   bash tests/postgres.sh run CMD ARGS...  # start, run CMD with FLINK_AUTOSCALER_TEST_POSTGRES_URL set, stop

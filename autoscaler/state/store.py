@@ -2,7 +2,7 @@
 
 ``StateStore`` keeps per job one ``JobState`` and the job's collected metric window. The memory store
 serves tests and the demo and is the reference behaviour: ``SqlStateStore`` (``autoscaler.state.sql``)
-must pass the same contract suite (``tests/unit/test_state_store.py``).
+must pass the same contract suite (``tests/unit/state/test_store.py``).
 """
 
 from __future__ import annotations

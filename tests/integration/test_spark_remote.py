@@ -5,8 +5,8 @@ per module on random free ports and torn down by process group whatever the test
 itself runs in a child Python process, as it does in the daemon: a process holds one classic
 SparkContext (this run's local one, ``tests/conftest.py``), and a Connect session switches PySpark's
 column functions to Connect for the whole process. The child checks that its evaluations equal the
-plain-Python oracle of ``tests/unit/test_spark_evaluator.py`` tick after tick (append, slide, restart,
-custom metrics, ``forget``, ``restored=``), that superseded window checkpoints leave the server, and
+plain-Python oracle of ``tests/unit/evaluate/spark/test_evaluator.py`` tick after tick (append, slide,
+restart, custom metrics, ``forget``, ``restored=``), that superseded window checkpoints leave the server, and
 (standalone) that losing the executor that holds the window refills the windows instead of failing.
 The backtest command runs on the standalone cluster as it does locally.
 """
@@ -355,7 +355,7 @@ def test_standalone_driver_binds_to_loopback_only_for_a_loopback_master(
 def remote_checks(master: str, ui: str, worker_pgid: int) -> None:
     """Everything the daemon does with its session, against ``master``; raises on the first difference.
 
-    Runs in the child process (``tests/unit`` on ``sys.path`` for the oracle). ``ui``: the Connect
+    Runs in the child process (``tests`` on ``sys.path`` for the oracle). ``ui``: the Connect
     server's REST API; ``worker_pgid``: the standalone Worker's process group, whose executor it kills.
     """
     session = create_spark_session(SparkSettings(master=master, app_name=APP_NAME))
@@ -383,7 +383,7 @@ def _stored_rdds(session: Any, ui: str) -> int:
 
 def _superseded_windows_leave_the_server(session: Any, ui: str) -> None:
     """Months of ticks must not pile up one stored window per tick on the server."""
-    from test_spark_evaluator import T0, job_sample
+    from unit.evaluate.spark.test_evaluator import T0, job_sample
 
     from autoscaler.evaluate.spark.evaluator import SparkEvaluator
     from autoscaler.model import JobSample, VertexSample
@@ -414,7 +414,7 @@ def _superseded_windows_leave_the_server(session: Any, ui: str) -> None:
 def _ticks_equal_the_oracle(session: Any) -> None:
     """Warm-up, empty ticks, then jobs that append, slide, restart, stabilize, go quiet, are forgotten and
     report custom metrics; finally a fresh evaluator resumes a job from its stored samples."""
-    from test_spark_evaluator import (
+    from unit.evaluate.spark.test_evaluator import (
         FAST,
         T0,
         TOPOLOGIES,
@@ -527,7 +527,7 @@ def _stored_ticks(ours: Any, seed: int) -> tuple[Callable[[int], tuple[Any, Any]
     """``tick(i)``: (ours, a plain-Python oracle that never loses anything) on tick ``i`` of 2 jobs.
     Every sample is kept, as the daemon's state database does, for ``reload``; ``reloads`` lists the
     job keys of each reload the evaluator asked for."""
-    from test_spark_evaluator import T0, PythonEvaluator, job_sample, noisy_vertex
+    from unit.evaluate.spark.test_evaluator import T0, PythonEvaluator, job_sample, noisy_vertex
 
     rng, oracle = random.Random(seed), PythonEvaluator()
     stored: dict[str, list[Any]] = {}
@@ -555,7 +555,7 @@ def _a_lost_executor_restarts_the_windows(session: Any, worker_pgid: int) -> Non
     """Local checkpoints live on one executor: when it dies the window is gone. The evaluator refills
     every window from the stored samples (``reload``, as the daemon gives it from its state database)
     and evaluates on as if nothing was lost, instead of failing every later tick."""
-    from test_spark_evaluator import assert_same
+    from unit.evaluate.spark.test_evaluator import assert_same
 
     from autoscaler.evaluate.spark.evaluator import SparkEvaluator
 
@@ -576,7 +576,7 @@ def _a_lost_executor_restarts_the_windows(session: Any, worker_pgid: int) -> Non
 def reconnect_checks(url: str, handshake: Path) -> None:
     """Ticks on ``url``, then (after the parent restarted the server) ticks that equal the oracle that
     lost nothing: the evaluator made a new session once and replayed the stored samples into it."""
-    from test_spark_evaluator import assert_same
+    from unit.evaluate.spark.test_evaluator import assert_same
 
     from autoscaler.evaluate.spark.evaluator import start_evaluator
 
@@ -603,7 +603,7 @@ def reconnect_checks(url: str, handshake: Path) -> None:
 
 
 if __name__ == "__main__":  # the child of the tests above; a file, as PySpark wants a real __main__
-    sys.path[1:1] = [str(TESTS / "unit"), str(TESTS)]
+    sys.path[1:1] = [str(TESTS), str(TESTS / "builders")]
     try:
         if sys.argv[1] == "reconnect":
             reconnect_checks(sys.argv[2], Path(sys.argv[3]))

@@ -14,8 +14,8 @@ vertex only where a rule is Python by nature:
   graph walk (``formulas.evaluate_graph``), as is a graph whose vertices are not in topological order,
 - and building the :class:`~autoscaler.model.VertexEvaluation` values the later stages read.
 
-The results equal the oracle's: ``tests/unit/test_fleet.py`` compares them job by job on random
-fleets, and the Spark tests compare the whole backend with the plain-Python evaluator.
+The results equal the oracle's: ``tests/unit/evaluate/fleet/test_evaluator.py`` compares them job by
+job on random fleets, and the Spark tests compare the whole backend with the plain-Python evaluator.
 """
 
 from __future__ import annotations

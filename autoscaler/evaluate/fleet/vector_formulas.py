@@ -4,8 +4,8 @@ Each function here is the twin of one scalar function of the plain-Python oracle
 docstring), applied element-wise to float64 arrays. It exists because the scalar functions, called
 once per vertex, cost more than Spark's whole aggregation at 10,000 jobs x 10 vertices (issue 13): the
 driver spent seconds in Python calls and dataclasses per tick. The oracle stays as it is and remains
-what tests compare against (``tests/unit/test_vector_formulas.py`` holds every function here to its
-twin on random inputs, NaN, infinities, zeros, negative and huge values included).
+what tests compare against (``tests/unit/evaluate/fleet/test_vector_formulas.py`` holds every function
+here to its twin on random inputs, NaN, infinities, zeros, negative and huge values included).
 
 Why the twins agree bit for bit: numpy's float64 arithmetic is the IEEE arithmetic Python floats and
 Java doubles use, so ``+ - * /`` give identical results, and IEEE division already is Java's (``x/0``

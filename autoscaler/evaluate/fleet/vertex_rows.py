@@ -4,7 +4,8 @@ A tick builds one ``VertexEvaluation`` per vertex: 100,000 at 10,000 jobs x 10 v
 arithmetic itself went into numpy the largest cost left in the driver. The frozen dataclass's
 ``__init__`` sets each of its 19 fields through ``object.__setattr__``; :func:`vertex_evaluation`
 sets the same slots through their descriptors and gives the same object in less than half the time
-(``tests/unit/test_fleet.py`` checks it is the dataclass's value, frozen and hashable alike).
+(``tests/unit/evaluate/fleet/test_evaluator.py`` checks it is the dataclass's value, frozen and hashable
+alike).
 """
 
 from __future__ import annotations

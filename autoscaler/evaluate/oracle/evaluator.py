@@ -2,7 +2,7 @@
 
 It keeps each job's window as a list of samples in the driver and reduces it with
 :func:`autoscaler.evaluate.aggregates.aggregate_window`, the oracle the Spark aggregation query is
-tested against (``tests/unit/test_spark_evaluator.py`` compares the two tick by tick). The window
+tested against (``tests/unit/evaluate/spark/test_evaluator.py`` compares the two tick by tick). The window
 bookkeeping is the shared :class:`~autoscaler.evaluate.window.book.WindowBook`, so a sample counts, ages out
 or starts a new epoch exactly as it does in Spark.
 

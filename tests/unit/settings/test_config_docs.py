@@ -12,7 +12,7 @@ import pytest
 
 from autoscaler.settings import KEY_PREFIX, AutoscalerOptions, ConfigError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _load_generator() -> ModuleType:

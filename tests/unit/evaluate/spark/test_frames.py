@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_spark_evaluator import INF, T0, S, close, noisy_vertex
 
 from autoscaler.evaluate import aggregate_window
 from autoscaler.evaluate.fleet.columns import aggregates_by_job
 from autoscaler.evaluate.spark.frames import ROW_DDL, aggregate_frame, collect_aggregates, rows_frame
 from autoscaler.model import NAN, VertexSample
+from unit.evaluate.spark.test_evaluator import INF, T0, S, close, noisy_vertex
 
 
 def spark_aggregates(

@@ -13,7 +13,7 @@ import pytest
 from autoscaler.clock import FakeClock
 from autoscaler.simulator import SimCluster, handle
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+BENCH = Path(__file__).resolve().parents[3] / "bench"
 
 
 @pytest.fixture

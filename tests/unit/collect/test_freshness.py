@@ -19,7 +19,6 @@ import pytest
 import respx
 from collect_flink import BASE, JID, SRC, RecordingSleep
 from lazy_flink import NOW_MS, RUNNING_MS, LazyFlink
-from test_spark_evaluator import assert_same
 
 from autoscaler.clock import FakeClock
 from autoscaler.collect import (
@@ -44,6 +43,7 @@ from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import MemoryStateStore
 from autoscaler.state.tick import Loaded, TickStore
+from unit.evaluate.spark.test_evaluator import assert_same
 
 TICK_S = 5
 RATE = 2000.0

@@ -11,7 +11,6 @@ import math
 from datetime import timedelta
 
 from collect_flink import SRC, WORK, FakeFlink, sample_job
-from test_window import RUNNING, S, feed
 
 from autoscaler.collect import MetricNameCache
 from autoscaler.collect.sanity import without_impossible
@@ -26,6 +25,7 @@ from autoscaler.reasons import Reason
 from autoscaler.record import TickRecord
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.testing import make_sample, make_topology
+from unit.evaluate.window.test_job_window import RUNNING, S, feed
 
 pytest_plugins = ("collect_flink",)  # its fake and client fixtures
 

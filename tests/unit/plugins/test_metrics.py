@@ -16,16 +16,6 @@ import respx
 from flink_autoscaler_cpu_gate import CPU_LOAD, CpuGatePlugin
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_collect import AGG, BASE, NOW_MS, SRC, TARGET, WORK, FakeFlink
-from test_spark_evaluator import (
-    T0,
-    TOPOLOGIES,
-    PythonEvaluator,
-    assert_same,
-    close,
-    job_sample,
-    noisy_vertex,
-)
 
 from autoscaler.clock import FakeClock
 from autoscaler.collect import MetricNameCache, collect
@@ -66,6 +56,16 @@ from autoscaler.settings import AutoscalerOptions
 from autoscaler.simulator import Constant, SimCluster, SimClusterSpec, work_job
 from autoscaler.simulator import transport as sim_transport
 from autoscaler.testing import JOB, make_topology
+from unit.collect.test_collect import AGG, BASE, NOW_MS, SRC, TARGET, WORK, FakeFlink
+from unit.evaluate.spark.test_evaluator import (
+    T0,
+    TOPOLOGIES,
+    PythonEvaluator,
+    assert_same,
+    close,
+    job_sample,
+    noisy_vertex,
+)
 
 NAN = math.nan
 S = 1000

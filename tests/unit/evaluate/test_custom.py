@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 from formula_builders import DEFAULTS, agg, job_sample, source, topology
-from test_spark_evaluator import T0, PythonEvaluator, assert_same
-from test_spark_evaluator import job_sample as spark_job_sample
 
 from autoscaler.decide import decide
 from autoscaler.evaluate import SparkEvaluator
@@ -32,6 +30,8 @@ from autoscaler.plugins.loader import EVALUATOR_ENTRY_POINT_GROUP, DiscoveredPlu
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState
+from unit.evaluate.spark.test_evaluator import T0, PythonEvaluator, assert_same
+from unit.evaluate.spark.test_evaluator import job_sample as spark_job_sample
 
 NAN = math.nan
 S = 1000

@@ -20,7 +20,7 @@ from autoscaler.archive.reader import ArchivedSamples, read_samples
 from autoscaler.archive.schema import DECISIONS_SCHEMA, SAMPLES_SCHEMA
 from autoscaler.settings import AutoscalerOptions
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+BENCH = Path(__file__).resolve().parents[3] / "bench"
 JOBS, VERTICES, TICKS = 3, 4, 360  # 1 hour at 10 s
 COUNTERS = ("num_records_in", "num_records_out", "accumulated_busy_time_ms", "accumulated_busy_time_agg_ms")
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-FIXTURES = Path(__file__).parent / "fixtures" / "flink-2.3"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "flink-2.3"
 
 
 def load_fixture(name: str) -> Any:
