@@ -26,8 +26,8 @@ from typing import Any
 import pyarrow as pa
 
 from autoscaler.model import JobSample, TaskManagerMemory, TaskManagerSample, VertexSample
-from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
+from autoscaler.tick.steps import JobOutcome
 
 __all__ = [
     "DECISIONS",

@@ -16,7 +16,6 @@ from formula_builders import DEFAULTS, agg, job_sample, source, topology
 from test_spark_evaluator import T0, PythonEvaluator, assert_same
 from test_spark_evaluator import job_sample as spark_job_sample
 
-from autoscaler.decide import decide
 from autoscaler.evaluate import SparkEvaluator
 from autoscaler.evaluate.custom import (
     CustomEvaluator,
@@ -32,6 +31,7 @@ from autoscaler.plugins.loader import EVALUATOR_ENTRY_POINT_GROUP, DiscoveredPlu
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState
+from autoscaler.tick.decide import decide
 
 NAN = math.nan
 S = 1000

@@ -29,7 +29,6 @@ from test_spark_evaluator import (
 
 from autoscaler.clock import FakeClock
 from autoscaler.collect import MetricNameCache, collect
-from autoscaler.decide import VertexChange
 from autoscaler.evaluate import SparkEvaluator, aggregate_window
 from autoscaler.evaluate.custom import CustomEvaluator, EvaluatorContext
 from autoscaler.evaluate.formulas import aggregate_custom_window
@@ -42,7 +41,15 @@ from autoscaler.evaluate.spark import (
     rows_frame,
 )
 from autoscaler.flink.client import FlinkClient
-from autoscaler.model import JobRef, JobSample, JobTarget, JobTopology, TaskManagerSample, VertexSample
+from autoscaler.model import (
+    JobRef,
+    JobSample,
+    JobTarget,
+    JobTopology,
+    TaskManagerSample,
+    VertexChange,
+    VertexSample,
+)
 from autoscaler.plugins import (
     JOB_SCOPE,
     ConfiguredProvider,

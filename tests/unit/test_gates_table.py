@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from autoscaler.decide import decide
 from autoscaler.model import JobEvaluation, JobTopology, TaskManagerSample, VertexInfo
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState
 from autoscaler.testing import make_sample, vertex_eval
+from autoscaler.tick.decide import decide
 
 GIB = 1 << 30
 MONDAY_10 = "2026-11-23 10:00:00"

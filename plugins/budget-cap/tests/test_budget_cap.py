@@ -8,10 +8,9 @@ from itertools import pairwise
 import pytest
 from flink_autoscaler_budget_cap import BudgetCapPlugin, slots_needed
 
-from autoscaler.decide import VertexChange
 from autoscaler.flink.errors import FlinkUnreachable
 from autoscaler.flink.models import ClusterOverview
-from autoscaler.model import Edge, JobEvaluation, JobTopology, VertexInfo
+from autoscaler.model import Edge, JobEvaluation, JobTopology, VertexChange, VertexInfo
 from autoscaler.plugins import PluginContext
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.testing import JOB, make_sample, vertex_eval

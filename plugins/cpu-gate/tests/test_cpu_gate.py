@@ -9,10 +9,9 @@ import math
 import pytest
 from flink_autoscaler_cpu_gate import CPU_LOAD, CpuGatePlugin
 
-from autoscaler.decide import VertexChange
 from autoscaler.flink.errors import FlinkUnreachable
 from autoscaler.flink.models import AggregatedMetric
-from autoscaler.model import JobEvaluation
+from autoscaler.model import JobEvaluation, VertexChange
 from autoscaler.plugins import CustomMetricProvider, PluginContext
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.testing import JOB, make_sample, make_topology, vertex_eval

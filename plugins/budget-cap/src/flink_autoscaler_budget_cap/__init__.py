@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from autoscaler.decide import VertexChange
 from autoscaler.flink.errors import FlinkError
-from autoscaler.model import JobTopology
+from autoscaler.model import JobTopology, VertexChange
 from autoscaler.plugins.api import Changes, PluginContext, ScalingExecutorPlugin
 
 __all__ = ["BudgetCapPlugin", "slots_needed"]

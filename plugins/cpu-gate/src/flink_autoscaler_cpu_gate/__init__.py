@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 
-from autoscaler.decide import VertexChange
 from autoscaler.flink.errors import FlinkError
+from autoscaler.model import VertexChange
 from autoscaler.plugins.api import Changes, PluginContext, ScalingExecutorPlugin
 from autoscaler.plugins.metrics import CustomMetricProvider
 

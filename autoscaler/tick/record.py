@@ -23,7 +23,6 @@ from datetime import timedelta
 import structlog
 
 from autoscaler.collect.sanity import describe_invalid
-from autoscaler.decide import Decision
 from autoscaler.delivery import OutcomeDelivery
 from autoscaler.durations import to_ms
 from autoscaler.evaluate.javamath import java_double_text
@@ -32,11 +31,13 @@ from autoscaler.flink.errors import FlinkError, FlinkHTTPError, FlinkUnreachable
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobEvaluation, JobRef, JobSample, Unavailable
 from autoscaler.offload import offload
-from autoscaler.outcome import JobOutcome
 from autoscaler.plugins.chain import ChainResult
-from autoscaler.realize import Confirmation, RealizeResult
 from autoscaler.reasons import Reason
-from autoscaler.record_texts import (
+from autoscaler.settings import AutoscalerOptions
+from autoscaler.slot_fit import below_text
+from autoscaler.state import JobState, PendingRescale, ScalingRecord
+from autoscaler.tick.steps import Confirmation, Decision, JobOutcome, RealizeResult
+from autoscaler.tick.texts import (
     changes_key,
     ineffective_text,
     limited_text,
@@ -44,9 +45,6 @@ from autoscaler.record_texts import (
     resubmission_text,
     verification_text,
 )
-from autoscaler.settings import AutoscalerOptions
-from autoscaler.slot_fit import below_text
-from autoscaler.state import JobState, PendingRescale, ScalingRecord
 
 __all__ = ["TickRecord", "changes_key", "report_text"]
 

@@ -13,7 +13,6 @@ import hashlib
 import math
 from collections.abc import Mapping
 
-from autoscaler.decide import Decision
 from autoscaler.durations import utc_text
 from autoscaler.evaluate.javamath import java_double_text, java_fixed
 from autoscaler.evaluate.scaler import expected_processing_rate
@@ -21,6 +20,7 @@ from autoscaler.model import VertexEvaluation, VertexId
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState, ScalingRecord
+from autoscaler.tick.steps import Decision
 
 __all__ = [
     "changes_key",

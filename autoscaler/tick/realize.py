@@ -9,14 +9,14 @@ time. Flink applies the PUT asynchronously, so confirmation happens on later tic
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from autoscaler.flink.models import ParallelismBounds
-from autoscaler.model import JobRef, JobSample, VertexId, frozen_map
+from autoscaler.model import JobRef, JobSample, VertexId
 from autoscaler.state import PendingRescale
+from autoscaler.tick.steps import Confirmation, RealizeResult
 
-__all__ = ["Confirmation", "RealizeResult", "RequirementsClient", "confirm", "realize"]
+__all__ = ["RequirementsClient", "confirm", "realize"]
 
 
 class RequirementsClient(Protocol):
@@ -25,15 +25,6 @@ class RequirementsClient(Protocol):
     async def set_resource_requirements(
         self, job_id: str, requirements: Mapping[str, ParallelismBounds]
     ) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class RealizeResult:
-    issued: bool  # a PUT was sent
-    requirements: Mapping[VertexId, ParallelismBounds]  # what Flink was asked for (after this call)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "requirements", frozen_map(self.requirements))
 
 
 async def realize(client: RequirementsClient, job: JobRef, desired: Mapping[VertexId, int]) -> RealizeResult:
@@ -49,17 +40,6 @@ async def realize(client: RequirementsClient, job: JobRef, desired: Mapping[Vert
         return RealizeResult(issued=False, requirements=current)
     await client.set_resource_requirements(job.job_id, wanted)
     return RealizeResult(issued=True, requirements=wanted)
-
-
-@dataclass(frozen=True, slots=True)
-class Confirmation:
-    """The outcome of checking a pending rescale against what the job now runs."""
-
-    done: bool
-    actual: Mapping[VertexId, int]
-    capped: bool = False  # Flink gave less than asked (e.g. not enough slots)
-    restart_duration_ms: int | None = None
-    asked: Mapping[VertexId, int] = field(default_factory=dict)  # the rescale's targets
 
 
 def confirm(pending: PendingRescale, sample: JobSample) -> Confirmation:

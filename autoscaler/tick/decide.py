@@ -20,66 +20,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from autoscaler.calendar import excluded_period_at
 from autoscaler.durations import to_ms, utc_text
-from autoscaler.model import HEAP_USAGE_RATIO, JobEvaluation, JobRef, VertexEvaluation, VertexId, frozen_map
+from autoscaler.model import HEAP_USAGE_RATIO, JobEvaluation, VertexChange, VertexEvaluation, VertexId
 from autoscaler.reasons import Reason
 from autoscaler.resources import quota_exceeded
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import DelayedScaleDown, JobState
+from autoscaler.tick.steps import Decision
 from autoscaler.unknown_metrics import metrics_unknown, partly_unknown
 
-__all__ = ["Decision", "VertexChange", "decide", "describe_changes"]
-
-
-@dataclass(frozen=True, slots=True)
-class VertexChange:
-    vertex: VertexId
-    current: int
-    target: int
-
-    def __post_init__(self) -> None:
-        if self.current < 1 or self.target < 1:
-            raise ValueError(f"parallelism must be >= 1: {self!r}")
-        if self.current == self.target:
-            raise ValueError(f"a change must change the parallelism: {self!r}")
-
-    @property
-    def is_scale_up(self) -> bool:
-        return self.target > self.current
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """What to do with one job this tick.
-
-    ``outcome`` is ``Reason.SCALING`` when ``changes`` are to be applied; any other reason means
-    nothing is applied (``changes`` still hold what advisor mode, an excluded period or a quota
-    blocked, so it can be reported).
-    """
-
-    job: JobRef
-    outcome: Reason
-    detail: str
-    changes: Mapping[VertexId, VertexChange]
-    state: JobState
-    evaluation: JobEvaluation | None = None
-    retry_at_ms: int | None = None  # COOLDOWN_DEFERRED: decide again exactly then
-    forced: bool = False  # SCALING below the minimum requirement, forced by scaling-interval.max
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "changes", frozen_map(self.changes))
-
-    @property
-    def applies(self) -> bool:
-        return self.outcome is Reason.SCALING and bool(self.changes)
-
-    def with_changes(
-        self, changes: Mapping[VertexId, VertexChange], outcome: Reason, detail: str
-    ) -> Decision:
-        return replace(self, changes=changes, outcome=outcome, detail=detail)
+__all__ = ["decide", "describe_changes"]
 
 
 def decide(

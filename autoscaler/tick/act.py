@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import timedelta
 
 import structlog
 
 from autoscaler.cluster import Clusters
-from autoscaler.decide import Decision, decide
 from autoscaler.durations import to_ms
 from autoscaler.evaluate.history import needed_capacity, record_metrics, trim_history, verify_last_scaling
 from autoscaler.evaluate.stage import Evaluated
@@ -26,34 +25,21 @@ from autoscaler.events import EventType
 from autoscaler.flink.errors import FlinkHTTPError
 from autoscaler.memory_advice import advice_for
 from autoscaler.model import JobRef, JobSample
-from autoscaler.outcome import JobOutcome
 from autoscaler.plugins.api import PluginContext, ScalingExecutorPlugin
 from autoscaler.plugins.chain import ChainResult, PluginOutcome, order_plugins, run_chain
 from autoscaler.plugins.configured import ConfiguredChain, PluginInstances
-from autoscaler.realize import confirm, realize
 from autoscaler.reasons import Reason
-from autoscaler.record import TickRecord
 from autoscaler.slot_fit import below_request, below_text, slots_short_of_request
 from autoscaler.state import JobState, PendingRescale, ScalingRecord
 from autoscaler.state.tick import Loaded
+from autoscaler.tick.decide import decide
+from autoscaler.tick.realize import confirm, realize
+from autoscaler.tick.record import TickRecord
+from autoscaler.tick.steps import Decision, JobOutcome, JobStep
 
-__all__ = ["ChainLog", "JobStep", "decide_jobs", "realize_jobs", "run_plugins"]
+__all__ = ["ChainLog", "decide_jobs", "realize_jobs", "run_plugins"]
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class JobStep:
-    """One job between the stages: its sample, what was decided so far, and its outcome once over."""
-
-    sample: JobSample
-    decision: Decision | None = None
-    chain: ChainResult | None = None
-    outcome: JobOutcome | None = None
-
-    @property
-    def job(self) -> JobRef:
-        return self.sample.job
 
 
 # ---------------------------------------------------------------------------------------------- decide
