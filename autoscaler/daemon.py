@@ -36,7 +36,9 @@ from autoscaler.schedule import Schedule, cleanup
 from autoscaler.settings import Settings
 from autoscaler.state import MemoryStateStore, StateStore
 from autoscaler.state.tick import Loaded, TickStore
-from autoscaler.tick.act import ChainLog, decide_jobs, realize_jobs, run_plugins
+from autoscaler.tick.decide import decide_jobs
+from autoscaler.tick.plugins import ChainLog, run_plugins
+from autoscaler.tick.realize import realize_jobs
 from autoscaler.tick.record import TickRecord
 from autoscaler.tick.slots import claim_slots, slot_hungry
 from autoscaler.tick.steps import JobOutcome, TickReport

@@ -234,7 +234,7 @@ def _gates(
     decision: Decision | None, chain: ChainResult | None, outcome: JobOutcome
 ) -> tuple[GateVerdict, ...]:
     """Each gate's verdict: the ones before the blocking gate passed, the ones after were not reached.
-    The slot check (``act.claim_slots``) runs after the executor plugins, on what they approved."""
+    The slot check (``autoscaler.tick.slots``) runs after the executor plugins, on what they approved."""
     if decision is None:
         return ()
     reason = decision.outcome

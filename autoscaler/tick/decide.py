@@ -1,5 +1,9 @@
 """The decision stage: evaluation + remembered state + options + now -> Decision (and the next state).
 
+At some 560 lines it stays one module, because it is the one place that says why a job is or is not
+rescaled: :func:`decide_jobs` follows a resubmitted JobID, confirms the pending rescale and computes the
+backoffs, then :func:`decide` runs the gates.
+
 Pure: no I/O, no clock. The gates run in one fixed order (the policy), and every "no" carries a
 ``Reason``. Per vertex the evaluator's recommendation passes the scale-down delay first; then the
 job-level gates decide whether anything is applied. The order follows the reference's
@@ -19,20 +23,34 @@ reported; a cooldown also says when to decide again (``retry_at_ms``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import timedelta
 
 from autoscaler.calendar import excluded_period_at
 from autoscaler.durations import to_ms, utc_text
-from autoscaler.model import HEAP_USAGE_RATIO, JobEvaluation, VertexChange, VertexEvaluation, VertexId
+from autoscaler.evaluate.history import verify_last_scaling
+from autoscaler.evaluate.stage import Evaluated
+from autoscaler.model import (
+    HEAP_USAGE_RATIO,
+    JobEvaluation,
+    JobSample,
+    VertexChange,
+    VertexEvaluation,
+    VertexId,
+)
 from autoscaler.reasons import Reason
 from autoscaler.resources import quota_exceeded
 from autoscaler.settings import AutoscalerOptions
-from autoscaler.state import DelayedScaleDown, JobState
-from autoscaler.tick.steps import Decision
+from autoscaler.slot_fit import below_request, below_text, slots_short_of_request
+from autoscaler.state import DelayedScaleDown, JobState, PendingRescale
+from autoscaler.state.tick import Loaded
+from autoscaler.tick.each import each_job
+from autoscaler.tick.record import TickRecord
+from autoscaler.tick.steps import Confirmation, Decision, JobOutcome, JobStep
 from autoscaler.unknown_metrics import metrics_unknown, partly_unknown
 
-__all__ = ["decide", "describe_changes"]
+__all__ = ["confirm", "decide", "decide_jobs", "describe_changes"]
 
 
 def decide(
@@ -48,7 +66,7 @@ def decide(
 
     ``flink_cooldown_ms`` is the cluster's ``jobmanager.adaptive-scheduler.executing.cooldown-after-
     rescaling``: Flink holds back any rescale inside it, so the daemon never issues one there.
-    ``stuck_retry_ms``: the job's last rescales never ran; none is issued before then (act.py).
+    ``stuck_retry_ms``: the job's last rescales never ran; none is issued before then (decide_jobs).
     """
     job = evaluation.job
 
@@ -342,3 +360,202 @@ def describe_changes(changes: Mapping[VertexId, VertexChange], names: Mapping[Ve
 
 
 _EXCLUDED_KEY = "job.autoscaler.excluded.periods"
+
+
+# ---------------------------------------------------------------------------------- the stage, per job
+async def decide_jobs(
+    samples: Sequence[JobSample],
+    loaded: Loaded,
+    evaluated: Evaluated,
+    rec: TickRecord,
+    *,
+    flink_cooldown_ms: Mapping[str, int],
+    confirm_timeout: timedelta,
+    interval: timedelta = timedelta(seconds=10),
+) -> list[JobStep]:
+    """Settle each job's pending rescale, then run the gates on its evaluation.
+
+    ``flink_cooldown_ms`` is each cluster's adaptive-scheduler cooldown (cluster name -> ms);
+    ``interval`` the control loop's, the first step of a refused PUT's backoff.
+    """
+
+    async def one(step: JobStep) -> JobStep:
+        job, options = step.job, step.sample.target.options
+        state = _follow_job_id(step.sample, loaded.states[job.key], rec)
+        state = _confirm_pending(step.sample, state, rec, confirm_timeout)
+        below = below_request(step.sample.topology, _standing(state))
+        short = slots_short_of_request(step.sample.topology, below)
+        rec.metrics.job_slots_short.labels(job.cluster, job.name).set(short)
+        evaluation = evaluated.evaluations.get(job.key)
+        if evaluation is None:
+            rec.save(job.key, state)
+            detail = evaluated.error or "no evaluation for this job"
+            return replace(step, outcome=rec.not_evaluated(job, options, detail))
+        rec.evaluated(evaluation)
+        cooldown_ms = flink_cooldown_ms[job.cluster]
+        decision = decide(
+            evaluation,
+            state,
+            options,
+            rec.now_ms,
+            flink_cooldown_ms=cooldown_ms,
+            stuck_retry_ms=_stuck_retry_ms(state, confirm_timeout),
+        )
+        decision = _verify_last_scaling(decision, rec)
+        decision = _standing_request(decision, below, step.sample)
+        decision = _refused_backoff(decision, _refused_retry_ms(state, interval), rec.now_ms)
+        rec.decided(decision, options)
+        if not decision.applies:
+            rec.save(job.key, decision.state)
+            ended = JobOutcome(job, rec.now_ms, decision.outcome, decision.detail, decision)
+            return replace(step, decision=decision, outcome=rec.outcome(ended))
+        return replace(step, decision=decision)
+
+    return await each_job([JobStep(s) for s in samples], rec, one)
+
+
+def _follow_job_id(sample: JobSample, state: JobState, rec: TickRecord) -> JobState:
+    """The job's state for the JobID running now. The state is keyed by job name, so a resubmitted job
+    (a new JobID: a JobManager restarted without HA, a user's resubmission) finds its predecessor's:
+    told once (the saved state then holds the new JobID), it keeps the name's history and drops what
+    belonged to the old JobID (``JobState.for_resubmission``)."""
+    job, known = sample.job, state.known_job_id
+    if known is not None and known != job.job_id:
+        rec.resubmitted(job, known, state, sample.target.options)
+        return state.for_resubmission(job.job_id)
+    # The same JobID, or nothing to compare with (a new job, state stored before the JobID was kept).
+    return state if state.job_id == job.job_id else replace(state, job_id=job.job_id)
+
+
+def _confirm_pending(sample: JobSample, state: JobState, rec: TickRecord, timeout: timedelta) -> JobState:
+    """Close a pending rescale once /jobs/:id shows it, or report it stuck after ``timeout``."""
+    pending = state.pending
+    if pending is None:
+        return state
+    job = sample.job
+    result = confirm(pending, sample)
+    if result.done:
+        rec.confirmed(job, result, {v.id: v.name for v in sample.topology})
+        history = state.history
+        if history and history[-1].ts_ms == pending.issued_ms:
+            last = replace(
+                history[-1], confirmed_ms=rec.now_ms, restart_duration_ms=result.restart_duration_ms
+            )
+            history = (*history[:-1], last)
+        return replace(state, pending=None, history=history, stuck_rescales=0, stuck_ms=None)
+    if rec.now_ms - pending.issued_ms > to_ms(timeout):
+        stuck = replace(state, pending=None, stuck_rescales=state.stuck_rescales + 1, stuck_ms=rec.now_ms)
+        rec.stuck(job, pending, timeout, stuck.stuck_rescales, _stuck_retry_ms(stuck, timeout))
+        return stuck
+    return state
+
+
+STUCK_BACKOFF_CAP = timedelta(hours=1)
+
+
+def _doubling_backoff_ms(in_a_row: int, last_ms: int | None, first: timedelta) -> int | None:
+    """``last_ms`` plus ``first``, doubled for each failure in a row after the first (at most
+    :data:`STUCK_BACKOFF_CAP`); None without a failure."""
+    if not in_a_row or last_ms is None:
+        return None
+    return last_ms + to_ms(min(first * 2 ** (in_a_row - 1), STUCK_BACKOFF_CAP))
+
+
+def _stuck_retry_ms(state: JobState, timeout: timedelta) -> int | None:
+    """When a job whose last rescales never ran may be rescaled again: ``confirm_timeout`` after the
+    first one was given up, doubling with each one more (at most an hour); None when none is stuck.
+
+    Flink accepted those PUTs (its requirements are set) but did not run them: most often too few
+    free slots, which a new PUT does not create. A PUT every ``confirm_timeout`` would only add
+    restarts' worth of records to the history and a target drifting with the backlog.
+    """
+    return _doubling_backoff_ms(state.stuck_rescales, state.stuck_ms, timeout)
+
+
+def _standing(state: JobState) -> dict[str, int]:
+    """The targets of the job's last rescale once Flink restarted the job for it (confirmed): Flink
+    holds them as its requirements. Nothing while a rescale is pending, when the last one never ran
+    (stuck: it is asked again after a backoff, since nothing shows that Flink kept it), or when it was
+    asked of another JobID (a resubmitted job runs what it was submitted with, and Flink holds no
+    request of the old JobID for it)."""
+    last = state.last_scaling_of_job_id
+    if state.pending is not None or last is None or last.confirmed_ms is None:
+        return {}
+    return {vid: new for vid, (_, new) in last.changes.items()}
+
+
+def _refused_retry_ms(state: JobState, interval: timedelta) -> int | None:
+    """When a job whose last PUTs Flink refused (4xx) may ask again: one control interval after the
+    first, doubling with each one more (at most an hour), half an interval early so that a tick a few
+    milliseconds early still counts; None when none was refused."""
+    retry = _doubling_backoff_ms(state.refused_rescales, state.refused_ms, interval)
+    return None if retry is None else retry - to_ms(interval) // 2
+
+
+def _refused_backoff(decision: Decision, retry_ms: int | None, now_ms: int) -> Decision:
+    """A rescale is not asked for while a refused one's backoff runs (``RescaleRejected``)."""
+    if not decision.applies or retry_ms is None or now_ms >= retry_ms:
+        return decision
+    n = decision.state.refused_rescales
+    text = (
+        f"Flink refused the last {n} rescale(s) in a row: no new one before "
+        f"{(retry_ms - now_ms) / 1000:.0f} s from now"
+    )
+    return decision.with_changes(decision.changes, Reason.RESCALE_REJECTED, text)
+
+
+def _standing_request(
+    decision: Decision, below: Mapping[str, tuple[int, int]], sample: JobSample
+) -> Decision:
+    """A vertex Flink runs below what was asked for it (too few free slots) keeps that request: a change
+    to the same parallelism is not asked for again, recorded as a rescale, or left to get stuck. A
+    decision with nothing else to change waits for slots (``WaitingForSlots``), saying so."""
+    if not decision.applies or not below:
+        return decision
+    kept = {vid: c for vid, c in decision.changes.items() if vid not in below or c.target != below[vid][1]}
+    if len(kept) == len(decision.changes):
+        return decision
+    names = {v.id: v.name for v in sample.topology}
+    text = f"Flink runs {below_text(below, names)} (too few free slots): the request stands"
+    if kept:
+        return decision.with_changes(kept, Reason.SCALING, f"{decision.detail}; {text}")
+    return decision.with_changes(decision.changes, Reason.WAITING_FOR_SLOTS, text)
+
+
+# Outcomes that end before the metrics were judged: their evaluation cannot verify a rescale.
+_NOT_JUDGED = frozenset({Reason.RESCALE_IN_FLIGHT, Reason.METRICS_UNKNOWN})
+
+
+def _verify_last_scaling(decision: Decision, rec: TickRecord) -> Decision:
+    """The first tick after a confirmed rescale whose window is full (and its metrics known) measures
+    what the rescale delivered, once; the verdict joins the rescale's record in the next state. Only
+    the JobID the rescale was asked of measures it: a resubmitted job's metrics say nothing of it."""
+    evaluation, state = decision.evaluation, decision.state
+    if evaluation is None or evaluation.not_ready is not None or decision.outcome in _NOT_JUDGED:
+        return decision
+    if state.last_scaling_of_job_id is None:
+        return decision
+    verified = verify_last_scaling(state.history, evaluation, rec.now_ms)
+    if verified is None:
+        return decision
+    rec.verified(evaluation, verified)
+    return replace(decision, state=replace(state, history=(*state.history[:-1], verified)))
+
+
+def confirm(pending: PendingRescale, sample: JobSample) -> Confirmation:
+    """A rescale is applied once the job restarted after the PUT and runs with every task up.
+
+    Flink silently caps an upper bound by the free slots, so a restart with a lower parallelism still
+    completes the rescale; ``capped`` says so instead of waiting forever.
+    """
+    actual = {
+        vid: sample.topology.vertices[vid].parallelism
+        for vid in pending.target
+        if vid in sample.topology.vertices
+    }
+    restarted = sample.running_since_ms >= pending.issued_ms
+    matches = all(actual.get(vid) == p for vid, p in pending.target.items())
+    if matches or restarted:
+        duration = sample.running_since_ms - pending.issued_ms if restarted else None
+        return Confirmation(True, actual, not matches, duration, pending.target)
+    return Confirmation(False, actual, asked=pending.target)

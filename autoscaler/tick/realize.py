@@ -1,22 +1,34 @@
-"""Turns a decided parallelism into Flink's resource requirements, idempotently, and confirms it.
+"""The realize stage: turns a decided parallelism into Flink's resource requirements, idempotently.
 
 Realizing converges state instead of replaying an action: read the current requirements, change
 only the vertices that differ, PUT the full body (Flink rejects partial ones) only if anything
 changed. Running it twice, or after a crash between PUT and saving state, sends nothing the second
-time. Flink applies the PUT asynchronously, so confirmation happens on later ticks from /jobs/:id.
+time. Flink applies the PUT asynchronously, so confirmation happens on later ticks from /jobs/:id
+(``autoscaler.tick.decide.confirm``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from datetime import timedelta
 from typing import Protocol
 
+from autoscaler.cluster import Clusters
+from autoscaler.evaluate.history import needed_capacity, record_metrics, trim_history
+from autoscaler.events import EventType
+from autoscaler.flink.errors import FlinkHTTPError
 from autoscaler.flink.models import ParallelismBounds
-from autoscaler.model import JobRef, JobSample, VertexId
-from autoscaler.state import PendingRescale
-from autoscaler.tick.steps import Confirmation, RealizeResult
+from autoscaler.memory_advice import advice_for
+from autoscaler.model import JobRef, VertexId
+from autoscaler.reasons import Reason
+from autoscaler.state import PendingRescale, ScalingRecord
+from autoscaler.tick.decide import _refused_retry_ms
+from autoscaler.tick.each import each_job
+from autoscaler.tick.record import TickRecord
+from autoscaler.tick.steps import JobOutcome, JobStep, RealizeResult
 
-__all__ = ["RequirementsClient", "confirm", "realize"]
+__all__ = ["RequirementsClient", "realize", "realize_jobs"]
 
 
 class RequirementsClient(Protocol):
@@ -42,20 +54,63 @@ async def realize(client: RequirementsClient, job: JobRef, desired: Mapping[Vert
     return RealizeResult(issued=True, requirements=wanted)
 
 
-def confirm(pending: PendingRescale, sample: JobSample) -> Confirmation:
-    """A rescale is applied once the job restarted after the PUT and runs with every task up.
+async def realize_jobs(
+    steps: Sequence[JobStep],
+    rec: TickRecord,
+    *,
+    clusters: Clusters,
+    now_ms: Callable[[], int],
+    interval: timedelta = timedelta(seconds=10),
+) -> list[JobOutcome]:
+    """Ask Flink for each approved parallelism (idempotently) and remember the rescale as pending.
 
-    Flink silently caps an upper bound by the free slots, so a restart with a lower parallelism still
-    completes the rescale; ``capped`` says so instead of waiting forever.
+    ``now_ms`` reads the clock: the lease is checked at the moment of the request, not the tick's
+    start, since another daemon may act once it has lapsed. A PUT Flink refuses (4xx: a read-only
+    proxy, a request Flink finds invalid) is ``RescaleRejected``: the next is asked a control
+    ``interval`` later, then after a backoff doubling with each refusal in a row (``decide_jobs``),
+    instead of a refused PUT every tick.
     """
-    actual = {
-        vid: sample.topology.vertices[vid].parallelism
-        for vid in pending.target
-        if vid in sample.topology.vertices
-    }
-    restarted = sample.running_since_ms >= pending.issued_ms
-    matches = all(actual.get(vid) == p for vid, p in pending.target.items())
-    if matches or restarted:
-        duration = sample.running_since_ms - pending.issued_ms if restarted else None
-        return Confirmation(True, actual, not matches, duration, pending.target)
-    return Confirmation(False, actual, asked=pending.target)
+
+    async def one(step: JobStep) -> JobStep:
+        decision, options, job = step.decision, step.sample.target.options, step.job
+        assert decision is not None
+        cluster = clusters[job.cluster]
+        if not cluster.holds_job(job.key, now_ms()):
+            text = rec.lease_expired(decision)
+            ended = JobOutcome(job, rec.now_ms, Reason.LEASE_EXPIRED, text, decision, step.chain)
+            return replace(step, outcome=rec.outcome(ended))
+        rec.rescaling(decision)
+        desired = {vid: c.target for vid, c in decision.changes.items()}
+        try:
+            realized = await realize(cluster.client, job, desired)
+        except FlinkHTTPError as err:
+            if not 400 <= err.status < 500:
+                raise
+            refused = replace(
+                decision.state, refused_rescales=decision.state.refused_rescales + 1, refused_ms=rec.now_ms
+            )
+            rec.save(job.key, refused)
+            retry = _refused_retry_ms(refused, interval)
+            text = rec.rejected(job, desired, err, refused.refused_rescales, retry, options)
+            ended = JobOutcome(job, rec.now_ms, Reason.RESCALE_REJECTED, text, decision, step.chain)
+            return replace(step, outcome=rec.outcome(ended))
+        previous = {vid: c.current for vid, c in decision.changes.items()}
+        pending = PendingRescale(job.job_id, rec.now_ms, desired, previous)
+        change_map = {vid: (c.current, c.target) for vid, c in decision.changes.items()}
+        metrics = record_metrics(decision.evaluation, change_map) if decision.evaluation else {}
+        needed = needed_capacity(decision.evaluation, change_map) if decision.evaluation else {}
+        record = ScalingRecord(
+            rec.now_ms, change_map, metrics=metrics, needed_capacity=needed, job_id=job.job_id
+        )
+        scaled = replace(decision.state.with_scaling(record, pending), refused_rescales=0, refused_ms=None)
+        rec.save(job.key, replace(scaled, history=trim_history(scaled.history, rec.now_ms, options)))
+        advice = advice_for(step.sample, desired)  # TaskManager memory: advised, never applied over REST
+        if advice is not None:
+            kind, text = Reason.CONFIGURATION_RECOMMENDATION, advice.text()
+            rec.job_event(job.key, options, kind, EventType.NORMAL, text, key="MemoryTuning")
+        rec.realized(job, realized, desired)
+        ended = JobOutcome(job, rec.now_ms, Reason.SCALING, decision.detail, decision, step.chain, realized)
+        return replace(step, outcome=rec.outcome(ended))
+
+    done = await each_job(steps, rec, one)
+    return [s.outcome for s in done if s.outcome is not None]

@@ -6,7 +6,7 @@ operator sees is in one place and a stage reads as its decision. A tick's events
 states are held until the end of the tick: :meth:`TickRecord.publish` runs after the state layer has
 committed them, so whoever sees an event (a ``Scaling``, say) can count on the state behind it (the
 pending rescale, the history) being stored. A crash in between loses the tick's events, not its state.
-The texts built from plain values alone (the ScalingReport, ScalingVerified, ...) are in ``record_texts``;
+The texts built from plain values alone (the ScalingReport, ScalingVerified, ...) are in ``texts``;
 the rest stay beside the counters they go with. At some 430 lines it stays one module, because it is
 the one place that says what the operator is told, event by event.
 """
@@ -206,7 +206,7 @@ class TickRecord:
     def stuck(
         self, job: JobRef, pending: PendingRescale, timeout: timedelta, n: int, retry: int | None
     ) -> None:
-        """A rescale Flink accepted but never ran: event, counter, log; the next waits a backoff (act.py)."""
+        """A rescale Flink accepted but never ran: event, counter, log; the next waits a backoff."""
         after = (
             f"; the next rescale not before {(retry - self.now_ms) / 1000:.0f} s from now" if retry else ""
         )
@@ -280,7 +280,7 @@ class TickRecord:
     def _ineffective(self, evaluation: JobEvaluation) -> None:
         """The reference always reports an ineffective scale-up; blocking it is a separate option.
 
-        Text (``record_texts.ineffective_text``) and deduplication key are the reference's: the key
+        Text (``texts.ineffective_text``) and deduplication key are the reference's: the key
         holds the expected increase, so a later scale-up that promised something else is reported again
         within the interval.
         """
@@ -296,7 +296,7 @@ class TickRecord:
 
     def _limited(self, evaluation: JobEvaluation) -> None:
         """The deprecated legacy alignment moved or blocked a vertex's target: warn, as the reference
-        does, with its text (``record_texts.limited_text``)."""
+        does, with its text (``texts.limited_text``)."""
         options = evaluation.sample.target.options
         for vid, v in evaluation.vertices.items():
             if v.limited_from is not None:

@@ -1,6 +1,6 @@
 """The slot stage of a tick: each rescale the executor plugins approved, against its cluster's free slots.
 
-Between the plugins and realize (``autoscaler.act``), because a plugin may change the parallelism and
+Between the plugins and realize (``autoscaler.tick.realize``), because a plugin may change the parallelism and
 only what is asked of Flink takes slots. The jobs of a cluster claim its free slots one after another,
 so the order is the arbitration between them: ``scaling.slot-priority``, then backlog pressure, then job
 key. What fits and what is trimmed is :mod:`autoscaler.slot_fit`; this module applies

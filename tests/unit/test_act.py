@@ -1,4 +1,4 @@
-"""The per-job stages (``autoscaler.tick.act``) in a real tick: the executor plugins approve, modify or veto;
+"""The per-job stages (``autoscaler.tick``) in a real tick: the executor plugins approve, modify or veto;
 the gates that hold a rescale back say so; realizing is idempotent, confirmed, and given up when stuck.
 """
 
@@ -23,7 +23,7 @@ from autoscaler.reasons import Reason
 from autoscaler.state import JobState
 from autoscaler.state.tick import Loaded
 from autoscaler.testing import StubEvaluator, make_evaluation, make_sample, make_topology, vertex_eval
-from autoscaler.tick.act import decide_jobs
+from autoscaler.tick.decide import decide_jobs
 from autoscaler.tick.record import TickRecord
 from autoscaler.tick.slots import claim_slots
 from autoscaler.tick.steps import JobStep

@@ -33,7 +33,7 @@ from autoscaler.state.codec import (
 )
 from autoscaler.state.tick import Loaded
 from autoscaler.testing import StubEvaluator, make_evaluation, vertex_eval
-from autoscaler.tick.act import decide_jobs
+from autoscaler.tick.decide import decide_jobs
 from autoscaler.tick.record import TickRecord
 from autoscaler.tick.steps import JobStep
 
