@@ -1,31 +1,30 @@
 """The decision stage: evaluation + remembered state + options + now -> Decision (and the next state).
 
-At some 560 lines it stays one module, because it is the one place that says why a job is or is not
+At some 700 lines it stays one module, because it is the one place that says why a job is or is not
 rescaled: :func:`decide_jobs` follows a resubmitted JobID, confirms the pending rescale and computes the
 backoffs, then :func:`decide` runs the gates.
 
-Pure: no I/O, no clock. The gates run in one fixed order (the policy), and every "no" carries a
-``Reason``. Per vertex the evaluator's recommendation passes the scale-down delay first; then the
-job-level gates decide whether anything is applied. The order follows the reference's
-``ScalingExecutor`` (§1.8), after two of ours that come first:
+:func:`decide` is pure: no I/O, no clock. Every gate that can hold a job back is an entry of one ordered
+table, :data:`GATES` (name, function from the job's values to the decision that holds it, or None), so
+"why wasn't job X scaled?" is answered by reading it top to bottom; the first gate that answers decides,
+and every "no" carries a ``Reason``. Per vertex the evaluator's recommendation passes the scale-down
+delay first (``_vertex_changes``); then the job-level gates decide whether anything is applied. The
+order follows the reference's ``ScalingExecutor`` (§1.8) around gates of ours: a rescale in flight and
+the stuck-rescale backoff, metrics ready and known come first; the cooldown, the standing request and
+the refused-PUT backoff last.
 
-1. a rescale still in flight (ours), 2. an evaluation that is not ready (ours), 3. metrics unknown
-for the vertices that matter (ours, ``_metrics_unknown``), 4. memory pressure, 5. vertex.exclude.ids and
-the scale-down delay, 6. the utilization band and the minimum change (``scaling.min-parallelism-change``),
-unless ``scaling-interval.max`` forces it (ours), 7. advisor mode (``scaling.enabled=false``),
-8. ``excluded.periods``, 9. ``quota.cpu`` / ``quota.memory``, 10. the cooldown: ``scaling-interval.min``
-and Flink's own adaptive-scheduler cooldown (ours).
-
-Advisor mode, excluded periods, quotas and cooldowns keep the changes in the decision, so they can be
-reported; a cooldown also says when to decide again (``retry_at_ms``).
+Advisor mode, excluded periods, quotas, cooldowns, the standing request and the refused-PUT backoff keep
+the changes in the decision, so they can be reported; a cooldown also says when to decide again
+(``retry_at_ms``). The gates that need the cluster's view (free slots) are in :mod:`autoscaler.tick.slots`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from functools import cached_property
 
 from autoscaler.calendar import excluded_period_at
 from autoscaler.durations import to_ms, utc_text
@@ -48,9 +47,259 @@ from autoscaler.state.tick import Loaded
 from autoscaler.tick.each import each_job
 from autoscaler.tick.record import TickRecord
 from autoscaler.tick.steps import Confirmation, Decision, JobOutcome, JobStep
+from autoscaler.tick.texts import refused_hold_text, stuck_hold_text
 from autoscaler.unknown_metrics import metrics_unknown, partly_unknown
 
 __all__ = ["confirm", "decide", "decide_jobs", "describe_changes"]
+
+
+@dataclass(frozen=True)
+class JobView:
+    """What the gates read of one job this tick: its evaluation, its state (after the pending rescale
+    was settled), its options, now, and what ``decide_jobs`` computed for it (the backoffs' ends, the
+    standing request). The changes the evaluation asks for are worked out once, on first use, by the
+    first gate that needs them (none before memory pressure: an evaluation that is not ready or not
+    known proposes nothing)."""
+
+    evaluation: JobEvaluation
+    state: JobState
+    options: AutoscalerOptions
+    now_ms: int
+    flink_cooldown_ms: int = 0
+    stuck_retry_ms: int | None = None  # the stuck-rescale backoff ends then (decide_jobs)
+    refused_retry_ms: int | None = None  # the refused-PUT backoff ends then (decide_jobs)
+    below: Mapping[VertexId, tuple[int, int]] = field(default_factory=dict)  # vertex -> (runs, asked)
+
+    @cached_property
+    def proposed(
+        self,
+    ) -> tuple[dict[VertexId, VertexChange], dict[VertexId, DelayedScaleDown], set[VertexId], list[VertexId]]:
+        """The changes, the delayed scale-downs to remember, the changes outside the band and the vertices
+        kept at their last peak (:func:`_vertex_changes`)."""
+        return _vertex_changes(self.evaluation, self.state, self.options, self.now_ms)
+
+    @property
+    def changes(self) -> dict[VertexId, VertexChange]:
+        return self.proposed[0]
+
+    @cached_property
+    def new_state(self) -> JobState:
+        return replace(self.state, delayed_scale_down=self.proposed[1])
+
+    @cached_property
+    def since_ms(self) -> int:
+        return _cooldown_start(self.state, self.evaluation)
+
+    @cached_property
+    def total_change(self) -> int:
+        return sum(abs(c.target - c.current) for c in self.changes.values())
+
+    @cached_property
+    def meets_minimum(self) -> bool:
+        return bool(self.proposed[2]) and self.total_change >= self.options.scaling_min_parallelism_change
+
+    @cached_property
+    def forced(self) -> bool:
+        return (
+            not self.meets_minimum
+            and bool(self.changes)
+            and _max_interval_passed(self.options, self.since_ms, self.now_ms)
+        )
+
+    @cached_property
+    def asked(self) -> dict[VertexId, VertexChange]:
+        """The changes less the ones Flink already holds as a standing request (:func:`_standing_request`)."""
+        below = self.below
+        return {vid: c for vid, c in self.changes.items() if vid not in below or c.target != below[vid][1]}
+
+    def no(self, reason: Reason, detail: str, state: JobState | None = None) -> Decision:
+        """A hold that proposes nothing."""
+        return Decision(
+            self.evaluation.job, reason, detail, {}, self.state if state is None else state, self.evaluation
+        )
+
+    def held(
+        self, reason: Reason, detail: str, changes: Mapping[VertexId, VertexChange] | None = None
+    ) -> Decision:
+        """A hold that keeps the changes it blocked, so they can be reported."""
+        job, evaluation = self.evaluation.job, self.evaluation
+        return Decision(
+            job, reason, detail, self.changes if changes is None else changes, self.new_state, evaluation
+        )
+
+
+Gate = Callable[[JobView], Decision | None]
+"""A gate: a job's values -> the decision that holds it back, or None to let it pass."""
+
+
+def _in_flight(job: JobView) -> Decision | None:
+    if job.state.pending is None:
+        return None
+    return job.no(Reason.RESCALE_IN_FLIGHT, "waiting for the last rescale to show in /jobs/:id")
+
+
+def _stuck_backoff(job: JobView) -> Decision | None:
+    """The job's last rescales were accepted but never ran: none before the backoff ends
+    (:func:`stuck_retry_ms`)."""
+    retry = job.stuck_retry_ms
+    if retry is None or job.now_ms >= retry:
+        return None
+    return job.no(Reason.RESCALE_STUCK, stuck_hold_text(job.state.stuck_rescales, retry, job.now_ms))
+
+
+def _not_ready(job: JobView) -> Decision | None:
+    """Stabilization, a window not full yet, a load change (``metrics.load-change.threshold``)."""
+    evaluation = job.evaluation
+    if evaluation.not_ready is None:
+        return None
+    if evaluation.load_change_ms is not None:
+        # The delayed scale-downs were recommended for the old load, the last of them on a window
+        # that already straddled the change: none of them may size the job for the new one.
+        return job.no(
+            evaluation.not_ready, _not_ready_text(evaluation), replace(job.state, delayed_scale_down={})
+        )
+    return job.no(evaluation.not_ready, _not_ready_text(evaluation))
+
+
+def _unknown(job: JobView) -> Decision | None:
+    # Unknown is not "in band": nothing was judged, so nothing is scaled and the delayed
+    # scale-downs stay as they were (an unknown tick neither adds to nor clears them).
+    unknown = metrics_unknown(job.evaluation, job.options)
+    return job.no(Reason.METRICS_UNKNOWN, unknown) if unknown else None
+
+
+def _memory(job: JobView) -> Decision | None:
+    pressure = _memory_pressure(job.evaluation, job.options)
+    return job.no(Reason.MEMORY_PRESSURE, pressure) if pressure else None
+
+
+def _scale_down_delay(job: JobView) -> Decision | None:
+    """Only delayed scale-downs were outside the band, and ``scale-down.interval`` has not passed."""
+    if job.meets_minimum or job.forced:
+        return None
+    changes, delayed, outside, _ = job.proposed
+    vertices = job.evaluation.vertices
+    held = [vid for vid in delayed if vid not in changes and vertices[vid].outside_band]
+    if not held or outside:
+        return None
+    first = min(delayed[vid].first_trigger_ms for vid in held)
+    wait_s = max(0, first + to_ms(job.options.scale_down_interval) - job.now_ms) / 1000
+    return job.no(
+        Reason.SCALE_DOWN_DELAYED,
+        f"scale-down held for scale-down.interval ({wait_s:.0f} s left)",
+        job.new_state,
+    )
+
+
+def _band(job: JobView) -> Decision | None:
+    """Every vertex that would change is within its band, or the total change is below
+    ``scaling.min-parallelism-change``; unless ``scaling-interval.max`` passed (forced, ours)."""
+    if job.meets_minimum or job.forced:
+        return None
+    options = job.options
+    if job.proposed[2]:
+        return job.no(
+            Reason.IN_BAND,
+            f"total parallelism change {job.total_change} is below scaling.min-parallelism-change "
+            f"{options.scaling_min_parallelism_change}",
+            job.new_state,
+        )
+    return job.no(
+        Reason.IN_BAND,
+        "all vertices that could change are within their utilization band"
+        + partly_unknown(job.evaluation, options),
+        job.new_state,
+    )
+
+
+def _advisor(job: JobView) -> Decision | None:
+    if job.options.scaling_enabled:
+        return None
+    return job.held(Reason.ADVISOR_MODE, "scaling execution disabled by config (advisor mode)")
+
+
+def _excluded_period(job: JobView) -> Decision | None:
+    period = excluded_period_at(job.options.excluded_periods, job.now_ms)
+    if period is None:
+        return None
+    return job.held(
+        Reason.EXCLUDED_PERIOD,
+        f"Scaling execution disabled by config {_EXCLUDED_KEY}: now ({utc_text(job.now_ms)}) is in the "
+        f"excluded period {period.text!r}",
+    )
+
+
+def _quota(job: JobView) -> Decision | None:
+    evaluation, options = job.evaluation, job.options
+    quota = quota_exceeded(
+        evaluation.sample.topology,
+        {vid: c.target for vid, c in job.changes.items()},
+        evaluation.sample.taskmanagers,
+        options.quota_cpu,
+        options.quota_memory,
+    )
+    return job.held(Reason.RESOURCE_QUOTA_REACHED, quota) if quota else None
+
+
+def _cooldown(job: JobView) -> Decision | None:
+    """``scaling-interval.min`` and Flink's adaptive-scheduler cooldown: decide again when it ends."""
+    options, flink_cooldown_ms = job.options, job.flink_cooldown_ms
+    cooldown_ms = max(
+        to_ms(options.scaling_interval_min) if options.scaling_interval_min else 0, flink_cooldown_ms
+    )
+    retry = job.since_ms + cooldown_ms
+    if job.now_ms >= retry:
+        return None
+    which = (
+        "Flink's adaptive-scheduler cooldown" if flink_cooldown_ms == cooldown_ms else "scaling-interval.min"
+    )
+    text = (
+        f"{_describe(job.changes, job.evaluation)} deferred by {which} until {utc_text(retry)} "
+        f"({(retry - job.now_ms) / 1000:.0f} s)"
+    )
+    return replace(job.held(Reason.COOLDOWN_DEFERRED, text), retry_at_ms=retry)
+
+
+def _standing_request(job: JobView) -> Decision | None:
+    """A vertex Flink runs below what was asked for it (too few free slots) keeps that request: a change
+    to the same parallelism is not asked for again, recorded as a rescale, or left to get stuck. A
+    decision with nothing else to change waits for slots (``WaitingForSlots``), saying so; one with
+    more to change asks for the rest (:attr:`JobView.asked`, :func:`_scaling`)."""
+    if job.asked or not job.changes:
+        return None
+    # Replaces what would have been the rescale: a forced one is still counted and told as forced.
+    return replace(job.held(Reason.WAITING_FOR_SLOTS, _standing_text(job)), forced=job.forced)
+
+
+def _refused_backoff(job: JobView) -> Decision | None:
+    """A rescale is not asked for while a refused one's backoff runs (``RescaleRejected``)."""
+    retry = job.refused_retry_ms
+    if retry is None or job.now_ms >= retry:
+        return None
+    text = refused_hold_text(job.state.refused_rescales, retry, job.now_ms)
+    return replace(job.held(Reason.RESCALE_REJECTED, text, job.asked), forced=job.forced)
+
+
+# Every gate that can hold a job back, in the order they run: the first that answers decides. The
+# changes are worked out between memory pressure and the scale-down delay (JobView.proposed). After this
+# table a job still passes its executor plugins (tick/plugins.py), the free slots of its cluster
+# (tick/slots.py, claim_slots: they need the cluster's view) and the lease, checked at the PUT
+# (tick/realize.py).
+GATES: tuple[tuple[str, Gate], ...] = (
+    ("rescale in flight", _in_flight),
+    ("stuck-rescale backoff", _stuck_backoff),
+    ("metrics ready", _not_ready),  # stabilization, window not full, load change
+    ("metrics known", _unknown),
+    ("memory pressure", _memory),
+    ("scale-down delay", _scale_down_delay),  # vertex.exclude.ids: such a vertex proposes nothing
+    ("utilization band", _band),  # and scaling.min-parallelism-change; forced by scaling-interval.max
+    ("advisor mode", _advisor),
+    ("excluded periods", _excluded_period),
+    ("resource quota", _quota),
+    ("cooldown", _cooldown),  # scaling-interval.min, Flink's adaptive-scheduler cooldown
+    ("standing request", _standing_request),
+    ("refused-PUT backoff", _refused_backoff),
+)
 
 
 def decide(
@@ -61,133 +310,58 @@ def decide(
     *,
     flink_cooldown_ms: int = 0,
     stuck_retry_ms: int | None = None,
+    refused_retry_ms: int | None = None,
+    below: Mapping[VertexId, tuple[int, int]] | None = None,
 ) -> Decision:
-    """Run the gates in order; the TaskManager resources for the quota come with the evaluation's sample.
+    """Run the gates (:data:`GATES`) in order; the TaskManager resources for the quota come with the
+    evaluation's sample.
 
     ``flink_cooldown_ms`` is the cluster's ``jobmanager.adaptive-scheduler.executing.cooldown-after-
     rescaling``: Flink holds back any rescale inside it, so the daemon never issues one there.
-    ``stuck_retry_ms``: the job's last rescales never ran; none is issued before then (decide_jobs).
+    ``stuck_retry_ms``: the job's last rescales never ran; none is issued before then.
+    ``refused_retry_ms``: Flink refused the last PUTs; none is asked for before then. ``below``: the
+    vertices Flink runs below a standing request, vertex -> (runs, asked) (``slot_fit.below_request``).
     """
-    job = evaluation.job
-
-    def no(reason: Reason, detail: str, new_state: JobState = state) -> Decision:
-        return Decision(job, reason, detail, {}, new_state, evaluation)
-
-    if state.pending is not None:
-        return no(Reason.RESCALE_IN_FLIGHT, "waiting for the last rescale to show in /jobs/:id")
-    if stuck_retry_ms is not None and now_ms < stuck_retry_ms:
-        return no(
-            Reason.RESCALE_STUCK,
-            f"the last {state.stuck_rescales} rescale(s) were accepted by Flink but never ran (too few "
-            f"free slots?): no new one before {utc_text(stuck_retry_ms)} "
-            f"({(stuck_retry_ms - now_ms) / 1000:.0f} s)",
-        )
-    if evaluation.not_ready is not None:
-        if evaluation.load_change_ms is not None:
-            # The delayed scale-downs were recommended for the old load, the last of them on a window
-            # that already straddled the change: none of them may size the job for the new one.
-            return no(
-                evaluation.not_ready, _not_ready_text(evaluation), replace(state, delayed_scale_down={})
-            )
-        return no(evaluation.not_ready, _not_ready_text(evaluation))
-    unknown = metrics_unknown(evaluation, options)
-    if unknown:
-        # Unknown is not "in band": nothing was judged, so nothing is scaled and the delayed
-        # scale-downs stay as they were (an unknown tick neither adds to nor clears them).
-        return no(Reason.METRICS_UNKNOWN, unknown)
-
-    pressure = _memory_pressure(evaluation, options)
-    if pressure:
-        return no(Reason.MEMORY_PRESSURE, pressure)
-
-    changes, delayed, outside, kept = _vertex_changes(evaluation, state, options, now_ms)
-    new_state = replace(state, delayed_scale_down=delayed)
-    since_ms = _cooldown_start(state, evaluation)
-    total_change = sum(abs(c.target - c.current) for c in changes.values())
-    meets_minimum = bool(outside) and total_change >= options.scaling_min_parallelism_change
-    forced = not meets_minimum and bool(changes) and _max_interval_passed(options, since_ms, now_ms)
-    if not meets_minimum and not forced:
-        held = [vid for vid in delayed if vid not in changes and evaluation.vertices[vid].outside_band]
-        if held and not outside:
-            first = min(delayed[vid].first_trigger_ms for vid in held)
-            wait_s = max(0, first + to_ms(options.scale_down_interval) - now_ms) / 1000
-            return no(
-                Reason.SCALE_DOWN_DELAYED,
-                f"scale-down held for scale-down.interval ({wait_s:.0f} s left)",
-                new_state,
-            )
-        if outside:
-            return no(
-                Reason.IN_BAND,
-                f"total parallelism change {total_change} is below scaling.min-parallelism-change "
-                f"{options.scaling_min_parallelism_change}",
-                new_state,
-            )
-        return no(
-            Reason.IN_BAND,
-            "all vertices that could change are within their utilization band"
-            + partly_unknown(evaluation, options),
-            new_state,
-        )
-    if not options.scaling_enabled:
-        return Decision(
-            job,
-            Reason.ADVISOR_MODE,
-            "scaling execution disabled by config (advisor mode)",
-            changes,
-            new_state,
-            evaluation,
-        )
-    period = excluded_period_at(options.excluded_periods, now_ms)
-    if period is not None:
-        return Decision(
-            job,
-            Reason.EXCLUDED_PERIOD,
-            f"Scaling execution disabled by config {_EXCLUDED_KEY}: now ({utc_text(now_ms)}) is in the "
-            f"excluded period {period.text!r}",
-            changes,
-            new_state,
-            evaluation,
-        )
-    quota = quota_exceeded(
-        evaluation.sample.topology,
-        {vid: c.target for vid, c in changes.items()},
-        evaluation.sample.taskmanagers,
-        options.quota_cpu,
-        options.quota_memory,
+    job = JobView(
+        evaluation,
+        state,
+        options,
+        now_ms,
+        flink_cooldown_ms=flink_cooldown_ms,
+        stuck_retry_ms=stuck_retry_ms,
+        refused_retry_ms=refused_retry_ms,
+        below=below or {},
     )
-    if quota:
-        return Decision(job, Reason.RESOURCE_QUOTA_REACHED, quota, changes, new_state, evaluation)
-    cooldown_ms = max(
-        to_ms(options.scaling_interval_min) if options.scaling_interval_min else 0, flink_cooldown_ms
-    )
-    if now_ms < since_ms + cooldown_ms:
-        retry = since_ms + cooldown_ms
-        which = (
-            "Flink's adaptive-scheduler cooldown"
-            if flink_cooldown_ms == cooldown_ms
-            else "scaling-interval.min"
-        )
-        return Decision(
-            job,
-            Reason.COOLDOWN_DEFERRED,
-            f"{_describe(changes, evaluation)} deferred by {which} until {utc_text(retry)} "
-            f"({(retry - now_ms) / 1000:.0f} s)",
-            changes,
-            new_state,
-            evaluation,
-            retry_at_ms=retry,
-        )
-    detail = _describe(changes, evaluation)
+    for _name, gate in GATES:
+        held = gate(job)
+        if held is not None:
+            return held
+    return _scaling(job)
+
+
+def _scaling(job: JobView) -> Decision:
+    """Every gate passed: the changes to ask of Flink, and why each is what it is."""
+    evaluation = job.evaluation
+    detail = _describe(job.changes, evaluation)
+    kept = job.proposed[3]
     if kept:
         names = {v.id: v.name for v in evaluation.sample.topology}
         detail = (
             f"{detail} ({', '.join(names.get(vid, vid) for vid in kept)}: no lower, the load of the last "
             "scale-up stays within the utilization band there; scale-down.keep-last-peak.enabled)"
         )
-    if forced:
+    if job.forced:
         detail = f"{detail} (forced: last rescale more than scaling-interval.max ago)"
-    return Decision(job, Reason.SCALING, detail, changes, new_state, evaluation, forced=forced)
+    if len(job.asked) != len(job.changes):
+        detail = f"{detail}; {_standing_text(job)}"
+    return Decision(
+        evaluation.job, Reason.SCALING, detail, job.asked, job.new_state, evaluation, forced=job.forced
+    )
+
+
+def _standing_text(job: JobView) -> str:
+    names = {v.id: v.name for v in job.evaluation.sample.topology}
+    return f"Flink runs {below_text(job.below, names)} (too few free slots): the request stands"
 
 
 def _cooldown_start(state: JobState, evaluation: JobEvaluation) -> int:
@@ -399,11 +573,11 @@ async def decide_jobs(
             options,
             rec.now_ms,
             flink_cooldown_ms=cooldown_ms,
-            stuck_retry_ms=_stuck_retry_ms(state, confirm_timeout),
+            stuck_retry_ms=stuck_retry_ms(state, confirm_timeout),
+            refused_retry_ms=refused_retry_ms(state, interval),
+            below=below,
         )
         decision = _verify_last_scaling(decision, rec)
-        decision = _standing_request(decision, below, step.sample)
-        decision = _refused_backoff(decision, _refused_retry_ms(state, interval), rec.now_ms)
         rec.decided(decision, options)
         if not decision.applies:
             rec.save(job.key, decision.state)
@@ -445,7 +619,7 @@ def _confirm_pending(sample: JobSample, state: JobState, rec: TickRecord, timeou
         return replace(state, pending=None, history=history, stuck_rescales=0, stuck_ms=None)
     if rec.now_ms - pending.issued_ms > to_ms(timeout):
         stuck = replace(state, pending=None, stuck_rescales=state.stuck_rescales + 1, stuck_ms=rec.now_ms)
-        rec.stuck(job, pending, timeout, stuck.stuck_rescales, _stuck_retry_ms(stuck, timeout))
+        rec.stuck(job, pending, timeout, stuck.stuck_rescales, stuck_retry_ms(stuck, timeout))
         return stuck
     return state
 
@@ -461,7 +635,7 @@ def _doubling_backoff_ms(in_a_row: int, last_ms: int | None, first: timedelta) -
     return last_ms + to_ms(min(first * 2 ** (in_a_row - 1), STUCK_BACKOFF_CAP))
 
 
-def _stuck_retry_ms(state: JobState, timeout: timedelta) -> int | None:
+def stuck_retry_ms(state: JobState, timeout: timedelta) -> int | None:
     """When a job whose last rescales never ran may be rescaled again: ``confirm_timeout`` after the
     first one was given up, doubling with each one more (at most an hour); None when none is stuck.
 
@@ -484,42 +658,12 @@ def _standing(state: JobState) -> dict[str, int]:
     return {vid: new for vid, (_, new) in last.changes.items()}
 
 
-def _refused_retry_ms(state: JobState, interval: timedelta) -> int | None:
+def refused_retry_ms(state: JobState, interval: timedelta) -> int | None:
     """When a job whose last PUTs Flink refused (4xx) may ask again: one control interval after the
     first, doubling with each one more (at most an hour), half an interval early so that a tick a few
     milliseconds early still counts; None when none was refused."""
     retry = _doubling_backoff_ms(state.refused_rescales, state.refused_ms, interval)
     return None if retry is None else retry - to_ms(interval) // 2
-
-
-def _refused_backoff(decision: Decision, retry_ms: int | None, now_ms: int) -> Decision:
-    """A rescale is not asked for while a refused one's backoff runs (``RescaleRejected``)."""
-    if not decision.applies or retry_ms is None or now_ms >= retry_ms:
-        return decision
-    n = decision.state.refused_rescales
-    text = (
-        f"Flink refused the last {n} rescale(s) in a row: no new one before "
-        f"{(retry_ms - now_ms) / 1000:.0f} s from now"
-    )
-    return decision.with_changes(decision.changes, Reason.RESCALE_REJECTED, text)
-
-
-def _standing_request(
-    decision: Decision, below: Mapping[str, tuple[int, int]], sample: JobSample
-) -> Decision:
-    """A vertex Flink runs below what was asked for it (too few free slots) keeps that request: a change
-    to the same parallelism is not asked for again, recorded as a rescale, or left to get stuck. A
-    decision with nothing else to change waits for slots (``WaitingForSlots``), saying so."""
-    if not decision.applies or not below:
-        return decision
-    kept = {vid: c for vid, c in decision.changes.items() if vid not in below or c.target != below[vid][1]}
-    if len(kept) == len(decision.changes):
-        return decision
-    names = {v.id: v.name for v in sample.topology}
-    text = f"Flink runs {below_text(below, names)} (too few free slots): the request stands"
-    if kept:
-        return decision.with_changes(kept, Reason.SCALING, f"{decision.detail}; {text}")
-    return decision.with_changes(decision.changes, Reason.WAITING_FOR_SLOTS, text)
 
 
 # Outcomes that end before the metrics were judged: their evaluation cannot verify a rescale.

@@ -23,7 +23,7 @@ from autoscaler.memory_advice import advice_for
 from autoscaler.model import JobRef, VertexId
 from autoscaler.reasons import Reason
 from autoscaler.state import PendingRescale, ScalingRecord
-from autoscaler.tick.decide import _refused_retry_ms
+from autoscaler.tick.decide import refused_retry_ms
 from autoscaler.tick.each import each_job
 from autoscaler.tick.record import TickRecord
 from autoscaler.tick.steps import JobOutcome, JobStep, RealizeResult
@@ -90,7 +90,7 @@ async def realize_jobs(
                 decision.state, refused_rescales=decision.state.refused_rescales + 1, refused_ms=rec.now_ms
             )
             rec.save(job.key, refused)
-            retry = _refused_retry_ms(refused, interval)
+            retry = refused_retry_ms(refused, interval)
             text = rec.rejected(job, desired, err, refused.refused_rescales, retry, options)
             ended = JobOutcome(job, rec.now_ms, Reason.RESCALE_REJECTED, text, decision, step.chain)
             return replace(step, outcome=rec.outcome(ended))

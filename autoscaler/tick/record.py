@@ -41,8 +41,10 @@ from autoscaler.tick.texts import (
     changes_key,
     ineffective_text,
     limited_text,
+    rejected_text,
     report_text,
     resubmission_text,
+    stuck_text,
     verification_text,
 )
 
@@ -207,10 +209,7 @@ class TickRecord:
         self, job: JobRef, pending: PendingRescale, timeout: timedelta, n: int, retry: int | None
     ) -> None:
         """A rescale Flink accepted but never ran: event, counter, log; the next waits a backoff."""
-        after = (
-            f"; the next rescale not before {(retry - self.now_ms) / 1000:.0f} s from now" if retry else ""
-        )
-        text = f"rescale to {dict(pending.target)} not running after {timeout} ({n} in a row){after}"
+        text = stuck_text(pending.target, timeout, n, retry, self.now_ms)
         self.metrics.rescales_stuck.labels(job.cluster, job.name).inc()
         log.warning("rescale_stuck", cluster=job.cluster, job=job.name, in_a_row=n, detail=text)
         self.event(job.key, Reason.RESCALE_STUCK, EventType.WARNING, text, key=f"stuck:{pending.issued_ms}")
@@ -225,10 +224,8 @@ class TickRecord:
         options: AutoscalerOptions,
     ) -> str:
         """A PUT Flink refused: event (with Flink's words), counter, log; the next waits a backoff."""
-        wait_s = (retry - self.now_ms) / 1000 if retry else 0
-        after = f"; the next rescale not before {wait_s:.0f} s from now" if retry else ""
         why = "; ".join(err.messages) or "no message"
-        text = f"Flink refused the rescale to {desired} (HTTP {err.status}: {why}; {n} in a row){after}"
+        text = rejected_text(desired, err.status, why, n, retry, self.now_ms)
         self.metrics.rescales_rejected.labels(job.cluster, job.name).inc()
         log.warning("rescale_rejected", cluster=job.cluster, job=job.name, in_a_row=n, detail=text)
         key = f"rejected:{err.status}:{why}"
