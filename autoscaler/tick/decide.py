@@ -298,7 +298,7 @@ GATES: tuple[tuple[str, Gate], ...] = (
     ("resource quota", _quota),
     ("cooldown", _cooldown),  # scaling-interval.min, Flink's adaptive-scheduler cooldown
     ("standing request", _standing_request),
-    ("refused-PUT backoff", _refused_backoff),
+    ("refused rescale", _refused_backoff),  # the refused-PUT backoff
 )
 
 
