@@ -35,7 +35,6 @@ import line here changes.
 
 from __future__ import annotations
 
-from autoscaler.decide import VertexChange
 from autoscaler.evaluate.aggregates import VertexAggregates
 from autoscaler.evaluate.custom import CustomEvaluator, EvaluatorContext, Overrides, VertexMetrics
 from autoscaler.flink.client import FlinkClient
@@ -50,6 +49,7 @@ from autoscaler.model import (
     JobTarget,
     JobTopology,
     TaskManagerSample,
+    VertexChange,
     VertexEvaluation,
     VertexId,
     VertexInfo,

@@ -43,10 +43,10 @@ from autoscaler.plugins.configured import PluginInstances
 from autoscaler.plugins.evaluators import EvaluatorInstances
 from autoscaler.plugins.metrics import metric_providers
 from autoscaler.reasons import Reason
-from autoscaler.record import TickRecord
 from autoscaler.resources import fetch_taskmanager_resources, taskmanager_resources
 from autoscaler.settings import Settings
 from autoscaler.state import StateStore
+from autoscaler.tick.record import TickRecord
 
 __all__ = [
     "ClusterSession",
@@ -302,7 +302,7 @@ class Clusters:
 
     async def free_slots_now(self, names: Iterable[str]) -> dict[str, tuple[int, int]]:
         """These clusters' ``(total, free)`` slots, read again from ``GET /taskmanagers`` right before the
-        slot stage claims them (:mod:`autoscaler.claim_slots`), for the clusters with a rescale that needs
+        slot stage claims them (:mod:`autoscaler.tick.slots`), for the clusters with a rescale that needs
         more slots than its job holds.
 
         The tick's own reading is seconds old by then (a fleet's collection and evaluation), and Flink

@@ -17,9 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 import httpx
 import structlog
 
-from autoscaler.act import ChainLog, decide_jobs, realize_jobs, run_plugins
 from autoscaler.archive import TickArchive
-from autoscaler.claim_slots import claim_slots, slot_hungry
 from autoscaler.clock import Clock, SystemClock
 from autoscaler.cluster import Clusters, Collected, Recorded
 from autoscaler.delivery import OutcomeDelivery
@@ -30,16 +28,20 @@ from autoscaler.idle_slots import IdleSlotBook
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobSample
 from autoscaler.offload import offload
-from autoscaler.outcome import JobOutcome, TickReport
 from autoscaler.plugins.api import ScalingExecutorPlugin
 from autoscaler.plugins.configured import PluginInstances
 from autoscaler.plugins.evaluators import EvaluatorInstances
 from autoscaler.reasons import Reason
-from autoscaler.record import TickRecord
 from autoscaler.schedule import Schedule, cleanup
 from autoscaler.settings import Settings
 from autoscaler.state import MemoryStateStore, StateStore
 from autoscaler.state.tick import Loaded, TickStore
+from autoscaler.tick.decide import decide_jobs
+from autoscaler.tick.plugins import ChainLog, run_plugins
+from autoscaler.tick.realize import realize_jobs
+from autoscaler.tick.record import TickRecord
+from autoscaler.tick.slots import claim_slots, slot_hungry
+from autoscaler.tick.steps import JobOutcome, TickReport
 
 __all__ = ["Daemon"]
 

@@ -37,7 +37,7 @@ from autoscaler.state import JobState
 from autoscaler.state.store import Lease
 
 if TYPE_CHECKING:
-    from autoscaler.outcome import JobOutcome
+    from autoscaler.tick.steps import JobOutcome
 
 __all__ = [
     "DECISION_HISTORY",

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from autoscaler.offload import offload
-from autoscaler.outcome import JobOutcome
+from autoscaler.tick.steps import JobOutcome
 
 __all__ = ["OutcomeDelivery"]
 

@@ -16,13 +16,13 @@ from typing import TextIO
 from autoscaler.clock import ScaledClock
 from autoscaler.daemon import Daemon
 from autoscaler.logs import configure_logging
-from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.simulator.engine import SimCluster
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.server import SimulatorServer
 from autoscaler.simulator.spec import SimClusterSpec, Steps
+from autoscaler.tick.steps import JobOutcome
 
 __all__ = ["DEMO_OPTIONS", "demo_settings", "run_demo"]
 

@@ -5,7 +5,7 @@ A job that restarts onto fewer slots keeps the ones it no longer uses in its slo
 cluster 69-78 s after the restart (``docs/e2e.md``, "Slots"). Another job's scale-up that needs them in
 that minute finds them taken. With ``scaling.insufficient-slots: CAP`` it would restart now onto what
 is free, and again once it could have had the rest: two restarts where waiting a minute costs one.
-So :mod:`autoscaler.claim_slots` counts these slots as coming, and a rescale that fits with them waits
+So :mod:`autoscaler.tick.slots` counts these slots as coming, and a rescale that fits with them waits
 for them instead of being capped.
 
 What counts: the scale-downs this tick is about to ask for (:func:`scale_downs`), and the ones this daemon
@@ -18,13 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from autoscaler.act import JobStep
-from autoscaler.decide import Decision
 from autoscaler.model import JobRef
-from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.resources import required_slots
 from autoscaler.slot_fit import IdleSlots
+from autoscaler.tick.steps import Decision, JobOutcome, JobStep
 
 __all__ = ["RELEASE_MARGIN_MS", "IdleSlotBook", "IdleSlots", "scale_downs"]
 

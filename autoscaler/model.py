@@ -434,3 +434,20 @@ class JobEvaluation:
     def ineffective_scale_ups(self) -> tuple[VertexId, ...]:
         """Vertices whose last scale-up was ineffective (each deserves an ``IneffectiveScaling`` event)."""
         return tuple(vid for vid, v in self.vertices.items() if v.ineffective_scale_up)
+
+
+@dataclass(frozen=True, slots=True)
+class VertexChange:
+    vertex: VertexId
+    current: int
+    target: int
+
+    def __post_init__(self) -> None:
+        if self.current < 1 or self.target < 1:
+            raise ValueError(f"parallelism must be >= 1: {self!r}")
+        if self.current == self.target:
+            raise ValueError(f"a change must change the parallelism: {self!r}")
+
+    @property
+    def is_scale_up(self) -> bool:
+        return self.target > self.current

@@ -37,7 +37,7 @@ class Reason(StrEnum):
     # name's scaling history is kept, the old JobID's pending rescale and stuck count are not. An event.
     JOB_RESUBMITTED = "JobResubmitted"
     IN_BAND = "InBand"
-    # The window is full but the rates of the vertices that matter are NaN or missing (decide.py says
+    # The window is full but the rates of the vertices that matter are NaN or missing (tick/decide.py says
     # which): nothing is known, so nothing is judged in band and nothing is scaled.
     METRICS_UNKNOWN = "MetricsUnknown"
     ADVISOR_MODE = "AdvisorMode"

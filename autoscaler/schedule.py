@@ -20,9 +20,9 @@ from autoscaler.clock import Clock
 from autoscaler.events import EventSink, EventStore
 from autoscaler.metrics import MetricsReporter
 from autoscaler.offload import offload
-from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.state import StateStore
+from autoscaler.tick.steps import JobOutcome
 
 __all__ = ["Schedule", "cleanup"]
 

@@ -43,7 +43,6 @@ from autoscaler.daemon import Daemon
 from autoscaler.evaluate.stage import Evaluator
 from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
-from autoscaler.outcome import TickReport
 from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.simulator.engine import SimCluster, SimJob
 from autoscaler.simulator.rest import transport
@@ -59,6 +58,7 @@ from autoscaler.simulator.spec import (
     Steps,
 )
 from autoscaler.state import MemoryStateStore
+from autoscaler.tick.steps import TickReport
 
 __all__ = [
     "CATCH_UP_TARGET_S",

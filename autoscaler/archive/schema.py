@@ -26,8 +26,8 @@ from typing import Any
 import pyarrow as pa
 
 from autoscaler.model import JobSample, TaskManagerMemory, TaskManagerSample, VertexSample
-from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
+from autoscaler.tick.steps import JobOutcome
 
 __all__ = [
     "DECISIONS",
@@ -220,7 +220,7 @@ def decision_rows(outcome: JobOutcome) -> list[dict[str, Any]]:
     }
     if decision is None or evaluation is None:
         return [{**job, "vertex": None}]
-    # The outcome's decision holds the changes as the plugins and the slots left them (act.py replaces
+    # The outcome's decision holds the changes as the plugins and the slots left them (tick/slots.py replaces
     # it); a vetoed one keeps those the plugins were asked about.
     changes = decision.changes
     requested = realized.requirements if realized is not None else {}

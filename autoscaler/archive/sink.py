@@ -24,8 +24,8 @@ from autoscaler.archive.writer import ArchiveWriter
 from autoscaler.durations import to_ms
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobSample
-from autoscaler.outcome import JobOutcome
 from autoscaler.settings import ConfigError, Settings
+from autoscaler.tick.steps import JobOutcome
 
 __all__ = ["TickArchive", "open_archive"]
 

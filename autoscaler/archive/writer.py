@@ -31,7 +31,7 @@ from autoscaler.archive.layout import partition_dir, prune_days, write_part
 from autoscaler.archive.schema import DECISIONS, SAMPLES, TABLES, day_of, decision_rows, sample_rows
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobSample
-from autoscaler.outcome import JobOutcome
+from autoscaler.tick.steps import JobOutcome
 
 __all__ = ["DEFAULT_FLUSH_INTERVAL_MS", "MAX_BUFFERED_BYTES", "ArchiveWriter"]
 

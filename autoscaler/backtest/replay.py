@@ -37,9 +37,9 @@ from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobSample, JobTarget, VertexId
 from autoscaler.offload import inline
-from autoscaler.outcome import JobOutcome
 from autoscaler.settings import AutoscalerOptions, ClusterSettings, Settings
 from autoscaler.state import MemoryStateStore
+from autoscaler.tick.steps import JobOutcome
 
 __all__ = ["Replayed", "replay_job", "score_actual"]
 

@@ -2,7 +2,7 @@
 
 :func:`record_from_outcome` is what the daemon's ``on_outcome`` callback calls to save a record. It lives
 apart from the record values because only it knows the pipeline's types (the decision, the evaluation,
-the plugin chain) and the order in which ``autoscaler.decide`` runs its gates (:data:`GATES`); the
+the plugin chain) and the order in which ``autoscaler.tick.decide`` runs its gates (:data:`GATES`); the
 records, and whoever reads them back, do not.
 """
 
@@ -29,16 +29,16 @@ from autoscaler.settings import KEY_PREFIX
 from autoscaler.slot_fit import CAPPED_TEXT
 
 if TYPE_CHECKING:
-    from autoscaler.decide import Decision
     from autoscaler.model import JobEvaluation
-    from autoscaler.outcome import JobOutcome
     from autoscaler.plugins.chain import ChainResult
     from autoscaler.state import ScalingRecord
+    from autoscaler.tick.steps import Decision, JobOutcome
 
 __all__ = ["GATES", "record_from_outcome"]
 
-# The decision stage's gates in the order autoscaler.decide runs them, with the reasons by which each says
-# "no" and what passing it means. "metrics ready" blocks with whatever the evaluation's not_ready is.
+# The decision stage's gates in the order autoscaler.tick.decide runs them, with the reasons by which
+# each says "no" and what passing it means. "metrics ready" blocks with whatever the evaluation's
+# not_ready is.
 GATES: tuple[tuple[str, frozenset[Reason], str], ...] = (
     ("rescale in flight", frozenset({Reason.RESCALE_IN_FLIGHT}), "no earlier rescale is still settling"),
     (
@@ -234,7 +234,7 @@ def _gates(
     decision: Decision | None, chain: ChainResult | None, outcome: JobOutcome
 ) -> tuple[GateVerdict, ...]:
     """Each gate's verdict: the ones before the blocking gate passed, the ones after were not reached.
-    The slot check (``act.claim_slots``) runs after the executor plugins, on what they approved."""
+    The slot check (``autoscaler.tick.slots``) runs after the executor plugins, on what they approved."""
     if decision is None:
         return ()
     reason = decision.outcome

@@ -19,8 +19,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from autoscaler.decide import VertexChange
-from autoscaler.model import JobEvaluation, JobRef, VertexId
+from autoscaler.model import JobEvaluation, JobRef, VertexChange, VertexId
 from autoscaler.settings import AutoscalerOptions
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ taking a second thread, so a hung plugin holds one thread, not one per tick.
 
 A :class:`~autoscaler.plugins.api.Verdict` is unwrapped, its reason kept in the outcome. Whatever a
 plugin returns is checked before it is used: anything but a mapping of vertex ids
-to :class:`~autoscaler.decide.VertexChange` with whole parallelisms within 1..max parallelism fails
+to :class:`~autoscaler.model.VertexChange` with whole parallelisms within 1..max parallelism fails
 the chain with ``PluginFailed``, which vetoes the scaling.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from autoscaler.decide import VertexChange
+from autoscaler.model import VertexChange
 from autoscaler.plugins.api import Changes, PluginContext, ScalingExecutorPlugin, Verdict
 from autoscaler.plugins.calls import StillRunning, call_blocking, describe
 from autoscaler.reasons import Reason

@@ -149,7 +149,7 @@ class ScalingRecord:
     after it was confirmed; None until then (and in records stored before verification existed).
     ``needed_capacity`` holds, per vertex scaled *up*, the processing capacity its load then needed
     to be within the utilization band (its scale-up threshold): a later scale-down keeps that load
-    within the band where it can (``scale-down.keep-last-peak.enabled``, decide.py).
+    within the band where it can (``scale-down.keep-last-peak.enabled``, tick/decide.py).
     ``job_id`` is the JobID the rescale was asked of: Flink holds it as that JobID's resource
     requirements, and only that JobID's metrics can verify it (:attr:`JobState.last_scaling_of_job_id`);
     None in records stored before it was kept.
@@ -185,15 +185,15 @@ class JobState:
     history: tuple[ScalingRecord, ...] = ()
     overrides: Mapping[VertexId, int] = field(default_factory=dict)
     # Rescales in a row that Flink accepted but never ran (RescaleStuck), and when the last was given
-    # up: the next one waits a doubling backoff instead of a PUT every confirm_timeout (act.py).
+    # up: the next one waits a doubling backoff instead of a PUT every confirm_timeout (tick/decide.py).
     stuck_rescales: int = 0
     stuck_ms: int | None = None
     # PUTs in a row that Flink refused (4xx, RescaleRejected), and when the last was: the next waits a
-    # backoff doubling from one control interval, instead of a refused PUT every tick (act.py).
+    # backoff doubling from one control interval, instead of a refused PUT every tick (tick/decide.py).
     refused_rescales: int = 0
     refused_ms: int | None = None
     # The JobID the state was last saved for; None before that (or when stored by a version that did not
-    # keep it). Another JobID running under the job's name means it was resubmitted (act.py).
+    # keep it). Another JobID running under the job's name means it was resubmitted (tick/decide.py).
     job_id: str | None = None
 
     def __post_init__(self) -> None:

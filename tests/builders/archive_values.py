@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from autoscaler.decide import Decision, VertexChange
 from autoscaler.flink.models import ParallelismBounds
-from autoscaler.model import JobRef, JobSample, TaskManagerMemory, TaskManagerSample, VertexSample
-from autoscaler.outcome import JobOutcome
+from autoscaler.model import (
+    JobRef,
+    JobSample,
+    TaskManagerMemory,
+    TaskManagerSample,
+    VertexChange,
+    VertexSample,
+)
 from autoscaler.plugins.chain import ChainResult, PluginOutcome
-from autoscaler.realize import RealizeResult
 from autoscaler.reasons import Reason
 from autoscaler.state import JobState
 from autoscaler.testing import make_evaluation, make_sample, make_topology, vertex_eval
+from autoscaler.tick.steps import Decision, JobOutcome, RealizeResult
 
 DAY_MS = 86_400_000
 T0 = 1_764_201_600_000  # 2025-11-27T00:00:00Z

@@ -9,12 +9,12 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from autoscaler.decide import decide
-from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState
 from autoscaler.testing import JOB, make_evaluation, vertex_eval
+from autoscaler.tick.decide import decide
+from autoscaler.tick.steps import JobOutcome
 
 NOW = 1_800_000_000_000
 OPTS = AutoscalerOptions(enabled=True)

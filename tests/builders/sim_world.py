@@ -13,13 +13,13 @@ from autoscaler.daemon import Daemon
 from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
 from autoscaler.events import EventLog, EventStore
 from autoscaler.metrics import MetricsReporter
-from autoscaler.outcome import JobOutcome
 from autoscaler.plugins.configured import PluginInstances
 from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.simulator.engine import SimCluster
 from autoscaler.simulator.rest import transport
 from autoscaler.simulator.spec import SimClusterSpec
 from autoscaler.state import MemoryStateStore, StateStore
+from autoscaler.tick.steps import JobOutcome
 
 TICK_S = 10
 # Fast enough for a test to reach a decision in a dozen ticks.

@@ -21,18 +21,18 @@ from structlog.testing import capture_logs
 
 from autoscaler.cli import main
 from autoscaler.collect.sanity import without_impossible
-from autoscaler.decide import decide
 from autoscaler.health import Health, serve_http
 from autoscaler.leases import ClusterLease, LeaseKeeper
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobRef, TaskManagerSample, VertexSample
 from autoscaler.reasons import Reason
-from autoscaler.record import TickRecord
 from autoscaler.settings import AutoscalerOptions, ConfigError, Settings
 from autoscaler.state import JobState, open_stores
 from autoscaler.state import db as db_module
 from autoscaler.state.tick import TickStore
 from autoscaler.testing import make_evaluation, make_sample, make_topology, vertex_eval
+from autoscaler.tick.decide import decide
+from autoscaler.tick.record import TickRecord
 
 pytestmark = pytest.mark.faults
 

@@ -17,7 +17,6 @@ from autoscaler.daemon import Daemon
 from autoscaler.evaluate.spark.evaluator import SparkEvaluator
 from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
-from autoscaler.outcome import TickReport
 from autoscaler.reasons import Reason
 from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.simulator.engine import SimCluster
@@ -25,6 +24,7 @@ from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.server import SimulatorServer
 from autoscaler.simulator.spec import Constant, SimClusterSpec
 from autoscaler.state import MemoryStateStore
+from autoscaler.tick.steps import TickReport
 
 pytestmark = pytest.mark.spark
 

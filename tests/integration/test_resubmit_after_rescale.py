@@ -20,12 +20,12 @@ from sim_world import TICK_S, SimWorld, sim_world
 from autoscaler.daemon import Daemon
 from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
 from autoscaler.metrics import MetricsReporter
-from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.simulator.rest import transport
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant
 from autoscaler.state import open_stores
+from autoscaler.tick.steps import JobOutcome
 
 KEY = "sim/job"
 LOAD = Constant(rate=4000.0)  # Work at 1 runs 1,250 rec/s: the load needs several subtasks

@@ -28,7 +28,6 @@ from autoscaler.daemon import Daemon
 from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
 from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
-from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.simulator.engine import SimCluster
@@ -37,6 +36,7 @@ from autoscaler.simulator.scenarios import LAB_VERTEX_IDS, work_job
 from autoscaler.simulator.spec import Constant, RateSchedule, SimClusterSpec, Steps
 from autoscaler.state import MemoryStateStore
 from autoscaler.testing import FaultyTransport
+from autoscaler.tick.steps import JobOutcome
 
 TICK_S = 5
 OPTIONS = {

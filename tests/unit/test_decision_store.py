@@ -12,9 +12,9 @@ from autoscaler.decision_store import JsonDecisionDir, MemoryDecisions, StoreRea
 from autoscaler.events import Event, EventLog, EventType
 from autoscaler.explain import record_from_outcome
 from autoscaler.model import JobRef
-from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.state import JobState, MemoryStateStore, PendingRescale, open_stores
+from autoscaler.tick.steps import JobOutcome
 
 NOW = 1_800_000_000_000
 PENDING = JobState(last_rescale_ms=NOW - 60_000, pending=PendingRescale("a", NOW, {"v": 3}, {"v": 1}))

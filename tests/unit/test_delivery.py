@@ -7,8 +7,8 @@ import threading
 
 from autoscaler.delivery import OutcomeDelivery
 from autoscaler.model import JobRef
-from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
+from autoscaler.tick.steps import JobOutcome
 
 JOB = JobRef(cluster="c", job_id="0" * 32, name="j")
 

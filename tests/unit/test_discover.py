@@ -17,10 +17,10 @@ from autoscaler.discover import Discovery, discover
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkHTTPError, FlinkUnreachable
 from autoscaler.model import JobRef
-from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions, ClusterSettings
 from autoscaler.testing import StubEvaluator
+from autoscaler.tick.steps import JobOutcome
 
 BASE = "http://jm:8081"
 JID = "b504ef90bb3f9a8f570595d5ecf7ca6e"

@@ -3,16 +3,14 @@ the budget a rescale that needs them promises them from."""
 
 from __future__ import annotations
 
-from autoscaler.act import JobStep
-from autoscaler.decide import Decision, VertexChange
 from autoscaler.flink.jobmanager_config import slot_idle_timeout_ms
 from autoscaler.idle_slots import RELEASE_MARGIN_MS, IdleSlotBook, scale_downs
-from autoscaler.model import JobRef
-from autoscaler.outcome import JobOutcome
+from autoscaler.model import JobRef, VertexChange
 from autoscaler.reasons import Reason
 from autoscaler.slot_fit import IdleSlots, SlotBudget, fit_slots
 from autoscaler.state import JobState
 from autoscaler.testing import make_evaluation, make_topology, vertex_eval
+from autoscaler.tick.steps import Decision, JobOutcome, JobStep
 
 NOW = 1_000_000
 TIMEOUT = {"c": 50_000}

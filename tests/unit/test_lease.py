@@ -17,7 +17,6 @@ from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
-from autoscaler.outcome import TickReport
 from autoscaler.reasons import Reason
 from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.simulator.engine import SimCluster
@@ -26,6 +25,7 @@ from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant, SimClusterSpec
 from autoscaler.state import JobState, MemoryStateStore, StateStore, open_stores
 from autoscaler.testing import FaultyTransport, SlowEvaluator, StubEvaluator
+from autoscaler.tick.steps import TickReport
 
 TTL_S = 60
 KEY = "prod/job"

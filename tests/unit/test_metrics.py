@@ -7,9 +7,9 @@ import math
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobRef
 from autoscaler.reasons import Reason
-from autoscaler.record import TickRecord
 from autoscaler.state import ScalingVerification, VertexVerification
 from autoscaler.testing import make_evaluation, vertex_eval
+from autoscaler.tick.record import TickRecord
 
 JOB = JobRef("c1", "0" * 32, "job")  # the builders' job
 
@@ -112,7 +112,7 @@ def test_tick_and_spark_reports_feed_the_health_object():
 
 def test_a_ticks_stages_and_its_wait_for_the_metric_fetch_are_timed(monkeypatch):
     ends = iter([11.5, 11.75, 12.5])  # three stages of a tick that started at 10.0 end
-    monkeypatch.setattr("autoscaler.record.time.perf_counter", lambda: next(ends))
+    monkeypatch.setattr("autoscaler.tick.record.time.perf_counter", lambda: next(ends))
     rec = TickRecord(0, MetricsReporter(), started=10.0)
     for stage in ("collect", "load", "evaluate"):
         rec.lap(stage)

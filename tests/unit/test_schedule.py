@@ -10,14 +10,13 @@ from datetime import timedelta
 from daemon_world import OPTIONS, World
 
 from autoscaler.clock import FakeClock
-from autoscaler.decide import Decision
 from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
-from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.schedule import Schedule, cleanup
 from autoscaler.state import JobState, MemoryStateStore
 from autoscaler.testing import StubEvaluator, make_evaluation, vertex_eval
+from autoscaler.tick.steps import Decision, JobOutcome
 
 
 async def test_serve_runs_ticks_on_the_scheduler_and_stops_cleanly():

@@ -22,9 +22,9 @@ from autoscaler.flink.client import FlinkClient
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import VertexSample
 from autoscaler.reasons import Reason
-from autoscaler.record import TickRecord
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.testing import make_sample, make_topology
+from autoscaler.tick.record import TickRecord
 from unit.evaluate.window.test_job_window import RUNNING, S, feed
 
 pytest_plugins = ("collect_flink",)  # its fake and client fixtures

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from formula_builders import DEFAULTS, agg, job_sample, source, topology
 
-from autoscaler.decide import decide
 from autoscaler.evaluate import SparkEvaluator
 from autoscaler.evaluate.custom import (
     CustomEvaluator,
@@ -30,6 +29,7 @@ from autoscaler.plugins.loader import EVALUATOR_ENTRY_POINT_GROUP, DiscoveredPlu
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState
+from autoscaler.tick.decide import decide
 from unit.evaluate.spark.test_evaluator import T0, PythonEvaluator, assert_same
 from unit.evaluate.spark.test_evaluator import job_sample as spark_job_sample
 

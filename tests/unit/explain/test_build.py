@@ -23,13 +23,12 @@ from autoscaler.explain import (
 )
 from autoscaler.flink.models import ParallelismBounds
 from autoscaler.model import ScaleUpGain
-from autoscaler.outcome import JobOutcome
 from autoscaler.plugins.chain import ChainResult, PluginOutcome
-from autoscaler.realize import RealizeResult
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState, PendingRescale, ScalingRecord, ScalingVerification, VertexVerification
 from autoscaler.testing import JOB, make_evaluation, vertex_eval
+from autoscaler.tick.steps import JobOutcome, RealizeResult
 
 
 def verdicts(record: DecisionRecord) -> dict[str, str]:

@@ -18,9 +18,9 @@ from autoscaler.explain import (
     find_record,
     record_from_outcome,
 )
-from autoscaler.outcome import JobOutcome
 from autoscaler.reasons import Reason
 from autoscaler.testing import JOB, make_evaluation, vertex_eval
+from autoscaler.tick.steps import JobOutcome
 
 
 def test_json_round_trip_keeps_every_field_including_unknown_and_infinite_values():

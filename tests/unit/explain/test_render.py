@@ -20,12 +20,11 @@ from autoscaler.explain import (
     record_from_outcome,
     status_table,
 )
-from autoscaler.outcome import JobOutcome
-from autoscaler.realize import RealizeResult
 from autoscaler.reasons import Reason
 from autoscaler.state import JobState, PendingRescale
 from autoscaler.state.store import Lease
 from autoscaler.testing import JOB, make_evaluation, vertex_eval
+from autoscaler.tick.steps import JobOutcome, RealizeResult
 
 
 def test_status_table_lists_jobs_vertices_cooldown_and_last_event():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from autoscaler.decide import VertexChange
+from autoscaler.model import VertexChange
 from autoscaler.plugins import PluginContext, ScalingExecutorPlugin, run_chain
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions

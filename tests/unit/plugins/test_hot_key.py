@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autoscaler.decide import VertexChange
+from autoscaler.model import VertexChange
 from autoscaler.plugins import PluginContext, run_chain
 from autoscaler.plugins.hot_key import HotKeyGuard
 from autoscaler.plugins.loader import discover_plugins

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from autoscaler.clock import FakeClock
 from autoscaler.collect import MetricNameCache, collect
-from autoscaler.decide import VertexChange
 from autoscaler.evaluate import SparkEvaluator, aggregate_window
 from autoscaler.evaluate.custom import CustomEvaluator, EvaluatorContext
 from autoscaler.evaluate.oracle.formulas import aggregate_custom_window
@@ -32,7 +31,15 @@ from autoscaler.evaluate.spark.evaluator import (
     rows_frame,
 )
 from autoscaler.flink.client import FlinkClient
-from autoscaler.model import JobRef, JobSample, JobTarget, JobTopology, TaskManagerSample, VertexSample
+from autoscaler.model import (
+    JobRef,
+    JobSample,
+    JobTarget,
+    JobTopology,
+    TaskManagerSample,
+    VertexChange,
+    VertexSample,
+)
 from autoscaler.plugins import (
     JOB_SCOPE,
     ConfiguredProvider,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.decide import decide
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState, ScalingRecord
 from autoscaler.testing import make_evaluation, vertex_eval
+from autoscaler.tick.decide import decide
 
 S = 1000
 T = 1_000_000 * S  # the last rescale

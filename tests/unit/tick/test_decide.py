@@ -7,12 +7,12 @@ from dataclasses import replace
 
 import pytest
 
-from autoscaler.decide import VertexChange, decide
-from autoscaler.model import HEAP_USAGE_RATIO, TaskManagerSample
+from autoscaler.model import HEAP_USAGE_RATIO, TaskManagerSample, VertexChange
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import DelayedScaleDown, JobState, PendingRescale, ScalingRecord
 from autoscaler.testing import make_evaluation, vertex_eval
+from autoscaler.tick.decide import decide
 
 MIN = 60_000
 OPTS = AutoscalerOptions(enabled=True)

@@ -11,12 +11,12 @@ from dataclasses import replace
 
 import pytest
 
-from autoscaler.decide import decide
 from autoscaler.model import JobEvaluation, VertexEvaluation
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import DelayedScaleDown, JobState, Recommendation
 from autoscaler.testing import make_sample, make_topology, vertex_eval
+from autoscaler.tick.decide import decide
 
 MIN = 60_000
 OPTS = AutoscalerOptions(enabled=True)

@@ -6,13 +6,12 @@ from __future__ import annotations
 import httpx
 from daemon_world import World
 
-from autoscaler.act import JobStep
-from autoscaler.claim_slots import slot_hungry
-from autoscaler.decide import Decision, VertexChange
-from autoscaler.model import JobRef
+from autoscaler.model import JobRef, VertexChange
 from autoscaler.reasons import Reason
 from autoscaler.state import JobState
 from autoscaler.testing import StubEvaluator, make_sample, make_topology
+from autoscaler.tick.slots import slot_hungry
+from autoscaler.tick.steps import Decision, JobStep
 
 
 async def test_free_slots_are_read_again_for_the_clusters_asked_and_a_failure_leaves_a_cluster_out() -> None:

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from autoscaler.decide import decide
 from autoscaler.model import JobEvaluation, JobTopology, TaskManagerSample, VertexInfo
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState
 from autoscaler.testing import make_sample, vertex_eval
+from autoscaler.tick.decide import decide
 
 GIB = 1 << 30
 MONDAY_10 = "2026-11-23 10:00:00"
@@ -279,3 +279,11 @@ def test_gate(name):
     assert decision.applies is (case.expected is Reason.SCALING)
     if case.changes is not None:
         assert {vid: c.target for vid, c in decision.changes.items()} == case.changes, case.rule
+
+
+def test_explain_names_the_gates_in_the_order_the_decision_stage_runs_them() -> None:
+    from autoscaler.explain.build import GATES as EXPLAINED
+    from autoscaler.tick.decide import GATES
+
+    explained = [name for name, _, _ in EXPLAINED]
+    assert [name for name, _ in GATES if name in explained] == explained

@@ -14,7 +14,6 @@ import pytest
 
 from autoscaler.clock import FakeClock
 from autoscaler.collect import MetricNameCache, collect
-from autoscaler.decide import decide
 from autoscaler.evaluate import SparkEvaluator
 from autoscaler.flink.client import FlinkClient
 from autoscaler.model import HEAP_USAGE_RATIO, JobRef, JobSample, JobTarget, TaskManagerSample
@@ -23,6 +22,7 @@ from autoscaler.settings import AutoscalerOptions
 from autoscaler.simulator import Constant, SimCluster, SimClusterSpec, work_job
 from autoscaler.simulator import transport as sim_transport
 from autoscaler.state import JobState
+from autoscaler.tick.decide import decide
 
 pytestmark = pytest.mark.spark
 

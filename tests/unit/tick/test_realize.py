@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from autoscaler.flink.models import ParallelismBounds
-from autoscaler.realize import confirm, realize
 from autoscaler.state import PendingRescale
 from autoscaler.testing import JOB, RecordingRequirementsClient, make_sample, make_topology
+from autoscaler.tick.decide import confirm
+from autoscaler.tick.realize import realize
 
 
 async def test_puts_the_full_body_once_and_then_nothing():

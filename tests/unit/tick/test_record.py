@@ -1,4 +1,4 @@
-"""The record stage (``autoscaler.record``): which events a tick emits, deduplicated, off the event loop,
+"""The record stage (``autoscaler.tick.record``): which events a tick emits, deduplicated, off the event loop,
 and only once the state behind them is stored.
 """
 
@@ -10,16 +10,15 @@ from typing import Any
 
 from daemon_world import OPTIONS, World
 
-from autoscaler.decide import Decision, VertexChange
 from autoscaler.delivery import OutcomeDelivery
 from autoscaler.events import EventLog, EventType
 from autoscaler.metrics import MetricsReporter
-from autoscaler.model import JobRef, Unavailable
-from autoscaler.outcome import JobOutcome
+from autoscaler.model import JobRef, Unavailable, VertexChange
 from autoscaler.reasons import Reason
-from autoscaler.record import TickRecord, changes_key, report_text
 from autoscaler.state import JobState, MemoryStateStore
 from autoscaler.testing import StubEvaluator, make_evaluation, vertex_eval
+from autoscaler.tick.record import TickRecord, changes_key, report_text
+from autoscaler.tick.steps import Decision, JobOutcome
 
 
 async def test_an_ineffective_scale_up_is_reported_once_per_interval():

@@ -14,13 +14,11 @@ import pytest
 from daemon_world import World
 from structlog.testing import capture_logs
 
-from autoscaler.act import JobStep, decide_jobs
 from autoscaler.evaluate.stage import Evaluated
 from autoscaler.events import EventType
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobRef, VertexEvaluation
 from autoscaler.reasons import Reason
-from autoscaler.record import TickRecord
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant
 from autoscaler.state import DelayedScaleDown, JobState, PendingRescale, ScalingRecord
@@ -35,6 +33,9 @@ from autoscaler.state.codec import (
 )
 from autoscaler.state.tick import Loaded
 from autoscaler.testing import StubEvaluator, make_evaluation, vertex_eval
+from autoscaler.tick.decide import decide_jobs
+from autoscaler.tick.record import TickRecord
+from autoscaler.tick.steps import JobStep
 
 OLD, NEW = "a" * 32, "b" * 32
 KEY = "c1/job"

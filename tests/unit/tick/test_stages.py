@@ -1,4 +1,4 @@
-"""The per-job stages (``autoscaler.act``) in a real tick: the executor plugins approve, modify or veto;
+"""The per-job stages (``autoscaler.tick``) in a real tick: the executor plugins approve, modify or veto;
 the gates that hold a rescale back say so; realizing is idempotent, confirmed, and given up when stuck.
 """
 
@@ -12,8 +12,6 @@ from datetime import timedelta
 import httpx
 from daemon_world import OPTIONS, World
 
-from autoscaler.act import JobStep, decide_jobs
-from autoscaler.claim_slots import claim_slots
 from autoscaler.evaluate.stage import Evaluated
 from autoscaler.explain import explain, record_from_outcome
 from autoscaler.metrics import MetricsReporter
@@ -22,10 +20,13 @@ from autoscaler.plugins import ScalingExecutorPlugin
 from autoscaler.plugins.configured import PluginInstances
 from autoscaler.plugins.loader import ENTRY_POINT_GROUP, DiscoveredPlugin, PluginRegistry
 from autoscaler.reasons import Reason
-from autoscaler.record import TickRecord
 from autoscaler.state import JobState
 from autoscaler.state.tick import Loaded
 from autoscaler.testing import StubEvaluator, make_evaluation, make_sample, make_topology, vertex_eval
+from autoscaler.tick.decide import decide_jobs
+from autoscaler.tick.record import TickRecord
+from autoscaler.tick.slots import claim_slots
+from autoscaler.tick.steps import JobStep
 
 
 async def test_a_raising_plugin_vetoes_and_nothing_is_put():

@@ -10,16 +10,17 @@ from dataclasses import replace
 import pytest
 from structlog.testing import capture_logs
 
-from autoscaler.decide import Decision, VertexChange, decide
 from autoscaler.events import Event, EventType
 from autoscaler.metrics import MetricsReporter
-from autoscaler.model import AlignmentBounds, JobEvaluation, ScaleUpGain, VertexEvaluation
+from autoscaler.model import AlignmentBounds, JobEvaluation, ScaleUpGain, VertexChange, VertexEvaluation
 from autoscaler.reasons import Reason
-from autoscaler.record import TickRecord, report_text
-from autoscaler.record_texts import resubmission_text, verification_text
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState, ScalingRecord, ScalingVerification, VertexVerification
 from autoscaler.testing import JOB, make_evaluation, vertex_eval
+from autoscaler.tick.decide import decide
+from autoscaler.tick.record import TickRecord, report_text
+from autoscaler.tick.steps import Decision
+from autoscaler.tick.texts import resubmission_text, verification_text
 
 MIN = 60_000
 VID = "bc764cd8ddf7a0cff126f51c16239658"  # a vertex id as Flink writes it (hex)

@@ -50,10 +50,10 @@ def test_worked_example(p: int, tpr: float, target: int, expected_rate: float, o
 
 def test_worked_example_scale_down_applies_only_after_the_scale_down_interval() -> None:
     """§1.6 + §1.8 with defaults: p=10, TPR 3000 -> recommended 6, held for scale-down.interval (1 h)."""
-    from autoscaler.decide import decide
     from autoscaler.model import JobEvaluation
     from autoscaler.reasons import Reason
     from autoscaler.state import JobState
+    from autoscaler.tick.decide import decide
 
     options = AutoscalerOptions(enabled=True)
     topo = topology({"src": 10})

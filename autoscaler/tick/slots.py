@@ -1,6 +1,6 @@
 """The slot stage of a tick: each rescale the executor plugins approved, against its cluster's free slots.
 
-Between the plugins and realize (``autoscaler.act``), because a plugin may change the parallelism and
+Between the plugins and realize (``autoscaler.tick.realize``), because a plugin may change the parallelism and
 only what is asked of Flink takes slots. The jobs of a cluster claim its free slots one after another,
 so the order is the arbitration between them: ``scaling.slot-priority``, then backlog pressure, then job
 key. What fits and what is trimmed is :mod:`autoscaler.slot_fit`; this module applies
@@ -17,16 +17,16 @@ from dataclasses import replace
 
 import structlog
 
-from autoscaler.act import JobStep
-from autoscaler.decide import VertexChange, describe_changes
 from autoscaler.durations import utc_text
 from autoscaler.events import EventType
-from autoscaler.outcome import JobOutcome
+from autoscaler.model import VertexChange
 from autoscaler.reasons import Reason
-from autoscaler.record import TickRecord
 from autoscaler.resources import required_slots
 from autoscaler.settings import InsufficientSlots
 from autoscaler.slot_fit import CAPPED_TEXT, IdleSlots, SlotBudget, SlotFit, backlog_seconds, fit_slots
+from autoscaler.tick.decide import describe_changes
+from autoscaler.tick.record import TickRecord
+from autoscaler.tick.steps import JobOutcome, JobStep
 
 __all__ = ["claim_slots"]
 

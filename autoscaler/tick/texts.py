@@ -2,9 +2,9 @@
 ScalingReport (and the key that deduplicates it), IneffectiveScaling and ScalingLimited, and our
 ScalingVerified and JobResubmitted.
 
-They live apart from :class:`~autoscaler.record.TickRecord` so the ledger stays about when and how
+They live apart from :class:`~autoscaler.tick.record.TickRecord` so the ledger stays about when and how
 events and metrics are reported, and a text can be tested from a decision or a scaling record alone.
-``autoscaler.record`` re-exports :func:`report_text` and :func:`changes_key`.
+``autoscaler.tick.record`` re-exports :func:`report_text` and :func:`changes_key`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping
+from datetime import timedelta
 
-from autoscaler.decide import Decision
 from autoscaler.durations import utc_text
 from autoscaler.evaluate.javamath import java_double_text, java_fixed
 from autoscaler.evaluate.scaler import expected_processing_rate
@@ -21,13 +21,18 @@ from autoscaler.model import VertexEvaluation, VertexId
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState, ScalingRecord
+from autoscaler.tick.steps import Decision
 
 __all__ = [
     "changes_key",
     "ineffective_text",
     "limited_text",
+    "refused_hold_text",
+    "rejected_text",
     "report_text",
     "resubmission_text",
+    "stuck_hold_text",
+    "stuck_text",
     "verification_text",
 ]
 
@@ -149,3 +154,42 @@ def resubmission_text(old_job_id: str, job_id: str, before: JobState) -> str:
     kept = f"kept the job name's scaling history ({len(before.history)} rescales)"
     gone = f"; dropped what belonged to the old JobID: {', '.join(dropped)}" if dropped else ""
     return f"job resubmitted: JobID {old_job_id} -> {job_id}; {kept}{gone}"
+
+
+# The two backoffs: the hold a gate of ``tick/decide.py`` answers with while one runs, and the event that
+# starts it (the record stage). Each text is written here only.
+def stuck_hold_text(n: int, retry_ms: int, now_ms: int) -> str:
+    """The ``RescaleStuck`` hold: ``n`` rescales in a row never ran, none before ``retry_ms``."""
+    return (
+        f"the last {n} rescale(s) were accepted by Flink but never ran (too few "
+        f"free slots?): no new one before {utc_text(retry_ms)} "
+        f"({(retry_ms - now_ms) / 1000:.0f} s)"
+    )
+
+
+def stuck_text(
+    target: Mapping[VertexId, int], timeout: timedelta, n: int, retry_ms: int | None, now_ms: int
+) -> str:
+    """The ``RescaleStuck`` event: a rescale to ``target`` not running after ``timeout``."""
+    after = _next_rescale(retry_ms, now_ms)
+    return f"rescale to {dict(target)} not running after {timeout} ({n} in a row){after}"
+
+
+def refused_hold_text(n: int, retry_ms: int, now_ms: int) -> str:
+    """The ``RescaleRejected`` hold: Flink refused ``n`` PUTs in a row, none before ``retry_ms``."""
+    return (
+        f"Flink refused the last {n} rescale(s) in a row: no new one before "
+        f"{(retry_ms - now_ms) / 1000:.0f} s from now"
+    )
+
+
+def rejected_text(
+    desired: Mapping[VertexId, int], status: int, why: str, n: int, retry_ms: int | None, now_ms: int
+) -> str:
+    """The ``RescaleRejected`` event: Flink refused the PUT (HTTP ``status``, its words ``why``)."""
+    after = _next_rescale(retry_ms, now_ms)
+    return f"Flink refused the rescale to {desired} (HTTP {status}: {why}; {n} in a row){after}"
+
+
+def _next_rescale(retry_ms: int | None, now_ms: int) -> str:
+    return f"; the next rescale not before {(retry_ms - now_ms) / 1000:.0f} s from now" if retry_ms else ""

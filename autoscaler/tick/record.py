@@ -6,7 +6,7 @@ operator sees is in one place and a stage reads as its decision. A tick's events
 states are held until the end of the tick: :meth:`TickRecord.publish` runs after the state layer has
 committed them, so whoever sees an event (a ``Scaling``, say) can count on the state behind it (the
 pending rescale, the history) being stored. A crash in between loses the tick's events, not its state.
-The texts built from plain values alone (the ScalingReport, ScalingVerified, ...) are in ``record_texts``;
+The texts built from plain values alone (the ScalingReport, ScalingVerified, ...) are in ``texts``;
 the rest stay beside the counters they go with. At some 430 lines it stays one module, because it is
 the one place that says what the operator is told, event by event.
 """
@@ -23,7 +23,6 @@ from datetime import timedelta
 import structlog
 
 from autoscaler.collect.sanity import describe_invalid
-from autoscaler.decide import Decision
 from autoscaler.delivery import OutcomeDelivery
 from autoscaler.durations import to_ms
 from autoscaler.evaluate.javamath import java_double_text
@@ -32,21 +31,22 @@ from autoscaler.flink.errors import FlinkError, FlinkHTTPError, FlinkUnreachable
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobEvaluation, JobRef, JobSample, Unavailable
 from autoscaler.offload import offload
-from autoscaler.outcome import JobOutcome
 from autoscaler.plugins.chain import ChainResult
-from autoscaler.realize import Confirmation, RealizeResult
 from autoscaler.reasons import Reason
-from autoscaler.record_texts import (
-    changes_key,
-    ineffective_text,
-    limited_text,
-    report_text,
-    resubmission_text,
-    verification_text,
-)
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.slot_fit import below_text
 from autoscaler.state import JobState, PendingRescale, ScalingRecord
+from autoscaler.tick.steps import Confirmation, Decision, JobOutcome, RealizeResult
+from autoscaler.tick.texts import (
+    changes_key,
+    ineffective_text,
+    limited_text,
+    rejected_text,
+    report_text,
+    resubmission_text,
+    stuck_text,
+    verification_text,
+)
 
 __all__ = ["TickRecord", "changes_key", "report_text"]
 
@@ -208,11 +208,8 @@ class TickRecord:
     def stuck(
         self, job: JobRef, pending: PendingRescale, timeout: timedelta, n: int, retry: int | None
     ) -> None:
-        """A rescale Flink accepted but never ran: event, counter, log; the next waits a backoff (act.py)."""
-        after = (
-            f"; the next rescale not before {(retry - self.now_ms) / 1000:.0f} s from now" if retry else ""
-        )
-        text = f"rescale to {dict(pending.target)} not running after {timeout} ({n} in a row){after}"
+        """A rescale Flink accepted but never ran: event, counter, log; the next waits a backoff."""
+        text = stuck_text(pending.target, timeout, n, retry, self.now_ms)
         self.metrics.rescales_stuck.labels(job.cluster, job.name).inc()
         log.warning("rescale_stuck", cluster=job.cluster, job=job.name, in_a_row=n, detail=text)
         self.event(job.key, Reason.RESCALE_STUCK, EventType.WARNING, text, key=f"stuck:{pending.issued_ms}")
@@ -227,10 +224,8 @@ class TickRecord:
         options: AutoscalerOptions,
     ) -> str:
         """A PUT Flink refused: event (with Flink's words), counter, log; the next waits a backoff."""
-        wait_s = (retry - self.now_ms) / 1000 if retry else 0
-        after = f"; the next rescale not before {wait_s:.0f} s from now" if retry else ""
         why = "; ".join(err.messages) or "no message"
-        text = f"Flink refused the rescale to {desired} (HTTP {err.status}: {why}; {n} in a row){after}"
+        text = rejected_text(desired, err.status, why, n, retry, self.now_ms)
         self.metrics.rescales_rejected.labels(job.cluster, job.name).inc()
         log.warning("rescale_rejected", cluster=job.cluster, job=job.name, in_a_row=n, detail=text)
         key = f"rejected:{err.status}:{why}"
@@ -282,7 +277,7 @@ class TickRecord:
     def _ineffective(self, evaluation: JobEvaluation) -> None:
         """The reference always reports an ineffective scale-up; blocking it is a separate option.
 
-        Text (``record_texts.ineffective_text``) and deduplication key are the reference's: the key
+        Text (``texts.ineffective_text``) and deduplication key are the reference's: the key
         holds the expected increase, so a later scale-up that promised something else is reported again
         within the interval.
         """
@@ -298,7 +293,7 @@ class TickRecord:
 
     def _limited(self, evaluation: JobEvaluation) -> None:
         """The deprecated legacy alignment moved or blocked a vertex's target: warn, as the reference
-        does, with its text (``record_texts.limited_text``)."""
+        does, with its text (``texts.limited_text``)."""
         options = evaluation.sample.target.options
         for vid, v in evaluation.vertices.items():
             if v.limited_from is not None:
