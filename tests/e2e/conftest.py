@@ -1,5 +1,7 @@
 """Fixtures of the e2e suite: one real Flink cluster per session, a fresh load job per test, and the
 daemon as a real process per test. Run with ``.venv/bin/python -m pytest -m e2e`` (see docs/e2e.md).
+With ``FLINK_E2E_LANES=N`` (N > 1) the scenarios run N at a time, each lane on a cluster of its own
+(tests/e2e/lanes.py).
 
 Without Java 17+ or without the package index the suite is skipped with the reason; with
 ``FLINK_E2E_REQUIRE=1`` (CI) it fails instead, so a broken machine can never pass as green.
@@ -8,7 +10,6 @@ Without Java 17+ or without the package index the suite is skipped with the reas
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import time
@@ -23,13 +24,17 @@ from harness import (
     FlinkCluster,
     FlinkInstall,
     LoadJob,
+    TestDaemons,
+    TestJobs,
     Unavailable,
     build_load_job,
     cache_dir,
     check_java,
+    cpu_gate_plugins,
     install_flink,
     log,
 )
+from lanes import Lanes, lane_count, runs_in_a_lane, slug
 
 KEEP_RUNS = 5
 
@@ -117,9 +122,15 @@ def run_dir() -> Path:
 
 @pytest.fixture
 def test_dir(run_dir: Path, request: pytest.FixtureRequest) -> Path:
-    path = run_dir / _slug(request.node.name)
+    path = run_dir / slug(request.node.name)
     path.mkdir(exist_ok=True)
     return path
+
+
+@pytest.fixture(scope="session")
+def plugins_dir(run_dir: Path) -> Path:
+    """The cpu-gate example's wheel in a plugins dir, built as an operator builds it (cpu_gate_plugins)."""
+    return cpu_gate_plugins(run_dir)
 
 
 @pytest.fixture(scope="session")
@@ -144,31 +155,14 @@ def flink_cluster(flink: Flink, run_dir: Path) -> Iterator[FlinkCluster]:
             signal.signal(signal.SIGTERM, previous)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-zA-Z0-9]+", "-", text).strip("-").lower()[:60]
-
-
 @pytest.fixture
 def submit_job(
     flink: Flink, flink_cluster: FlinkCluster, test_dir: Path, request: pytest.FixtureRequest
 ) -> Iterator[Callable[..., LoadJob]]:
     """Submit a fresh load job (named after the test); every job it submitted is cancelled afterwards."""
-    jobs: list[LoadJob] = []
-
-    def submit(**kwargs: Any) -> LoadJob:
-        name = kwargs.pop("name", None) or f"e2e-{_slug(request.node.name)}"
-        started = time.monotonic()
-        job = flink_cluster.submit(flink.jar, name, test_dir / f"{name}.control", **kwargs)
-        jobs.append(job)
-        log(f"job {name} ({job.job_id}) running {time.monotonic() - started:.1f} s after submission")
-        return job
-
-    yield submit
-    for i, job in enumerate(jobs):
-        try:
-            job.cancel(free_slots=i == len(jobs) - 1)  # the slots are all free once the last one ended
-        except Exception as exc:  # the next test resubmits; say why this one may have left a job behind
-            log(f"could not cancel {job.name}: {exc}")
+    jobs = TestJobs(flink_cluster, flink.jar, test_dir, f"e2e-{slug(request.node.name)}")
+    yield jobs
+    jobs.cancel_all()
 
 
 @pytest.fixture
@@ -180,27 +174,42 @@ def run_daemon(
     The test stops it itself (and asserts the clean exit); whatever is still running at the end is
     stopped with SIGTERM, then SIGKILL, by PID. Its log is printed when the test failed.
     """
-    daemons: list[DaemonProcess] = []
+    daemons = TestDaemons(flink_cluster, test_dir)
+    yield daemons
+    daemons.stop_all(
+        failed=getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
+    )
 
-    def run(autoscaler: dict[str, Any], **kwargs: Any) -> DaemonProcess:
-        daemon = DaemonProcess(
-            name=kwargs.pop("name", "daemon"),
-            work_dir=test_dir,
-            rest_url=flink_cluster.url,
-            autoscaler=autoscaler,
-            **kwargs,
+
+# ---------------------------------------------------------------------------------------------- lanes
+_LANES: list[Lanes] = []  # the session's, once the first test a lane can run has started them
+
+
+def _in_lanes(item: pytest.Item) -> bool:
+    return lane_count() > 1 and runs_in_a_lane(item)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With lanes, the tests a lane cannot run go first, on the suite's cluster, before the lanes take it."""
+    if lane_count() > 1:
+        items[:] = [i for i in items if not _in_lanes(i)] + [i for i in items if _in_lanes(i)]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A lane's test: start the lanes at the first one, then wait for this test's scenario."""
+    if not _in_lanes(pyfuncitem):
+        return None
+    if not _LANES:
+        values = pyfuncitem.funcargs  # the item's whole fixture closure: the suite's Flink, dir, cluster
+        flink: Flink = values["flink"]
+        lanes = Lanes(
+            lane_count(), flink.install, flink.jar, values["run_dir"], values["flink_cluster"], _TIMINGS
         )
-        daemons.append(daemon)
-        return daemon.start()
-
-    yield run
-    failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
-    for daemon in daemons:
-        daemon.stop()
-        if failed:
-            log(f"daemon log {daemon.log_file} (tail):\n{daemon.tail(80)}")
-    if failed:
-        log(flink_cluster.log_tail(20))
+        lanes.start([i for i in pyfuncitem.session.items if _in_lanes(i)])
+        _LANES.append(lanes)
+    _LANES[0].wait(pyfuncitem)
+    return True
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -209,5 +218,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     report = outcome.get_result()
     if report.when == "call":
         item.rep_call = report  # type: ignore[attr-defined]
-    if item.get_closest_marker("e2e") is not None:
+    # A lane's test only waits here; its lane times the scenario itself.
+    if item.get_closest_marker("e2e") is not None and not _in_lanes(item):
         _TIMINGS.tests[item.name] = _TIMINGS.tests.get(item.name, 0.0) + report.duration

@@ -51,15 +51,19 @@ __all__ = [
     "LoadJob",
     "Rest",
     "RestError",
+    "TestDaemons",
+    "TestJobs",
     "Tick",
     "TickWatcher",
     "Unavailable",
     "build_load_job",
     "cache_dir",
     "check_java",
+    "cpu_gate_plugins",
     "deferred_until",
     "free_port",
     "install_flink",
+    "keep_log",
     "requested_bounds",
     "wait_until",
 ]
@@ -88,9 +92,27 @@ class Unavailable(Exception):
     """A prerequisite of the e2e suite is missing (Java, or the package index): skip, don't fail."""
 
 
+_KEPT = threading.local()  # a lane's thread keeps its scenario's lines (tests/e2e/lanes.py)
+
+
 def log(message: str) -> None:
     """Progress lines for the CI log (pytest -s shows them; otherwise they appear with a failure)."""
-    print(f"[e2e {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+    line = f"[e2e {time.strftime('%H:%M:%S')}] {message}"
+    print(line, file=sys.stderr, flush=True)
+    kept: list[str] | None = getattr(_KEPT, "lines", None)
+    if kept is not None:
+        kept.append(line)
+
+
+@contextlib.contextmanager
+def keep_log(lines: list[str]) -> Iterator[None]:
+    """Also keep in ``lines`` what this thread logs: a lane's scenario runs while pytest captures the
+    output of another test, so its lines are printed again with its own test when it failed."""
+    _KEPT.lines = lines
+    try:
+        yield
+    finally:
+        _KEPT.lines = None
 
 
 # ============================================================================================ processes
@@ -1060,6 +1082,105 @@ class DaemonProcess:
         return sum(
             v for k, v in self.metrics().items() if k.startswith(name + "{") and all(w in k for w in wanted)
         )
+
+
+# ============================================================================================ plugins
+_WHEELS: dict[Path, Path] = {}
+_WHEELS_LOCK = threading.Lock()
+
+
+def cpu_gate_plugins(run_dir: Path) -> Path:
+    """The cpu-gate example built as an operator would (``pip wheel --no-deps``) into a plugins dir.
+
+    Built from a copy, so the build leaves nothing behind in plugins/cpu-gate; once per run (the
+    fixture and a lane may both ask, from two threads).
+    """
+    with _WHEELS_LOCK:
+        if run_dir in _WHEELS:
+            return _WHEELS[run_dir]
+        work = run_dir / "cpu-gate"
+        source = work / "src"
+        shutil.copytree(
+            REPO / "plugins" / "cpu-gate",
+            source,
+            ignore=shutil.ignore_patterns("build", "*.egg-info", "tests"),
+            dirs_exist_ok=True,
+        )
+        out = work / "plugins"
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (wheel,) = out.glob("*.whl")
+        log(f"built {wheel.name}")
+        _WHEELS[run_dir] = out
+        return out
+
+
+# ============================================================================================ one test's
+class TestJobs:
+    """Submits one test's load jobs to a cluster (named after the test unless named), and cancels all of
+    them when the test is over. What the ``submit_job`` fixture hands out, and what a lane gives a
+    scenario it runs (tests/e2e/lanes.py)."""
+
+    __test__ = False  # not a test class, whatever its name
+
+    def __init__(self, cluster: FlinkCluster, jar: Path, test_dir: Path, default_name: str) -> None:
+        self.cluster = cluster
+        self.jar = jar
+        self.test_dir = test_dir
+        self.default_name = default_name
+        self.jobs: list[LoadJob] = []
+
+    def __call__(self, **kwargs: Any) -> LoadJob:
+        name = kwargs.pop("name", None) or self.default_name
+        started = time.monotonic()
+        job = self.cluster.submit(self.jar, name, self.test_dir / f"{name}.control", **kwargs)
+        self.jobs.append(job)
+        log(f"job {name} ({job.job_id}) running {time.monotonic() - started:.1f} s after submission")
+        return job
+
+    def cancel_all(self) -> None:
+        for i, job in enumerate(self.jobs):
+            try:
+                job.cancel(free_slots=i == len(self.jobs) - 1)  # all slots are free once the last one ended
+            except Exception as exc:  # the next test resubmits; say why this one may have left a job behind
+                log(f"could not cancel {job.name}: {exc}")
+
+
+class TestDaemons:
+    """Starts one test's daemons (``python -m autoscaler run --config <file>``) against a cluster, and
+    stops whatever still runs when the test is over (SIGTERM, then SIGKILL, by PID), printing their logs
+    if it failed. What the ``run_daemon`` fixture hands out, and what a lane gives a scenario."""
+
+    __test__ = False
+
+    def __init__(self, cluster: FlinkCluster, test_dir: Path) -> None:
+        self.cluster = cluster
+        self.test_dir = test_dir
+        self.daemons: list[DaemonProcess] = []
+
+    def __call__(self, autoscaler: dict[str, Any], **kwargs: Any) -> DaemonProcess:
+        daemon = DaemonProcess(
+            name=kwargs.pop("name", "daemon"),
+            work_dir=self.test_dir,
+            rest_url=self.cluster.url,
+            autoscaler=autoscaler,
+            **kwargs,
+        )
+        self.daemons.append(daemon)
+        return daemon.start()
+
+    def stop_all(self, *, failed: bool) -> None:
+        for daemon in self.daemons:
+            daemon.stop()
+            if failed:
+                log(f"daemon log {daemon.log_file} (tail):\n{daemon.tail(80)}")
+        if failed:
+            log(self.cluster.log_tail(20))
 
 
 # ============================================================================================ ticks

@@ -129,6 +129,7 @@ def _history(daemon: DaemonProcess, job_name: str) -> list[dict[str, tuple[int, 
     return [dict(r.changes) for r in state.history]
 
 
+@pytest.mark.e2e_seconds(370)
 def test_a_load_drop_takes_one_rescale_and_a_steady_load_none(submit_job, run_daemon, test_dir, timings):
     test = "convergence"
     daemon = run_daemon(OPTIONS, control_loop_interval=f"{TICK_S} s", extra={"profile": "recommended"})

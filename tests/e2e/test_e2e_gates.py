@@ -7,13 +7,8 @@ why in the events (JSON log) and in /metrics.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-from harness import REPO, WORK, WORK_ID, JobWatcher, log, wait_until
+from harness import WORK, WORK_ID, JobWatcher, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -25,30 +20,6 @@ BASE = {
 DECISIONS_AFTER = 3  # the gate holds over several ticks, not just the first
 
 
-@pytest.fixture(scope="module")
-def plugins_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The cpu-gate example built as an operator would (``pip wheel --no-deps``) into a plugins dir.
-
-    Built from a copy, so the build leaves nothing behind in plugins/cpu-gate.
-    """
-    work = tmp_path_factory.mktemp("cpu-gate")
-    source = work / "src"
-    shutil.copytree(
-        REPO / "plugins" / "cpu-gate", source, ignore=shutil.ignore_patterns("build", "*.egg-info", "tests")
-    )
-    out = work / "plugins"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (wheel,) = out.glob("*.whl")
-    log(f"built {wheel.name}")
-    return out
-
-
 def _work_never_changed(watcher: JobWatcher, job) -> None:
     assert [p for _, p in watcher.running_parallelisms(WORK)] == [1]
     requirements = job.rest.get(f"/jobs/{job.job_id}/resource-requirements")
@@ -56,6 +27,7 @@ def _work_never_changed(watcher: JobWatcher, job) -> None:
     assert job.parallelism(WORK) == 1
 
 
+@pytest.mark.e2e_seconds(115)
 def test_a_plugin_veto_keeps_the_job_as_it_is(plugins_dir, submit_job, run_daemon, timings):
     test = "veto"
     daemon = run_daemon(
@@ -92,6 +64,7 @@ def test_a_plugin_veto_keeps_the_job_as_it_is(plugins_dir, submit_job, run_daemo
     assert daemon.stop() == 0
 
 
+@pytest.mark.e2e_seconds(115)
 def test_advisor_mode_reports_decisions_and_never_rescales(submit_job, run_daemon, timings):
     test = "advisor"
     daemon = run_daemon({**BASE, "job.autoscaler.scaling.enabled": "false"})

@@ -45,6 +45,7 @@ def _state(daemon: DaemonProcess, job_name: str) -> JobState:
         db.close()
 
 
+@pytest.mark.e2e_seconds(250)
 def test_a_killed_daemon_resumes_its_cooldown_and_does_not_rescale_twice(
     submit_job, run_daemon, timings
 ) -> None:

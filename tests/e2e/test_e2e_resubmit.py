@@ -44,6 +44,7 @@ def _state(daemon: DaemonProcess, job_name: str) -> JobState:
         db.close()
 
 
+@pytest.mark.e2e_seconds(170)
 def test_a_resubmitted_job_is_rescaled_on_its_own_metrics(submit_job, run_daemon, timings) -> None:
     test = "resubmit"
     daemon = run_daemon(OPTIONS)

@@ -45,6 +45,7 @@ def _parallelisms(watcher: JobWatcher) -> list[int]:
     return [p for _, p in watcher.running_parallelisms(WORK)]
 
 
+@pytest.mark.e2e_seconds(190)
 def test_scale_up_to_the_predicted_parallelism_in_one_rescale(submit_job, run_daemon, timings):
     test = "scale-up"
     daemon = run_daemon(BASE)
@@ -84,6 +85,7 @@ def test_scale_up_to_the_predicted_parallelism_in_one_rescale(submit_job, run_da
     assert any(r.get("event") == "daemon_stopped" for r in daemon.records())
 
 
+@pytest.mark.e2e_seconds(210)
 def test_scale_down_waits_for_the_scale_down_interval(submit_job, run_daemon, timings):
     test = "scale-down"
     # Longer than the window (60 s): the first decision on the lower load comes a window after the
@@ -123,6 +125,7 @@ def test_scale_down_waits_for_the_scale_down_interval(submit_job, run_daemon, ti
     assert daemon.stop() == 0
 
 
+@pytest.mark.e2e_seconds(250)
 def test_cooldown_defers_the_second_rescale_to_last_rescale_plus_min(submit_job, run_daemon, timings):
     test = "cooldown"
     min_s = 120  # longer than restart + stabilization + window (about 70 s): the next decision lands inside

@@ -64,6 +64,7 @@ def watch(job: LoadJob, since: float, until: Callable[[Seen], bool], timeout_s: 
     raise AssertionError(f"not within {timeout_s} s: {seen[-8:]}")
 
 
+@pytest.mark.e2e_seconds(110)
 def test_a_rescale_takes_its_slots_at_the_put_and_a_smaller_run_gives_them_back_later(submit_job, timings):
     test = "slot pool"
     job = submit_job(work_parallelism=1)

@@ -41,6 +41,7 @@ def slots_asked(scaling_event: dict[str, Any]) -> int:
     return max(int(upper) for upper in re.findall(r"[0-9a-f]{32}: \d+\.\.(\d+)", scaling_event["message"]))
 
 
+@pytest.mark.e2e_seconds(200)
 def test_two_jobs_wanting_more_than_the_free_slots_share_them_by_priority(submit_job, run_daemon, timings):
     test = "slots"
     daemon = run_daemon(BASE)

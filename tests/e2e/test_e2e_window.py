@@ -42,6 +42,7 @@ def _job_lines(daemon: DaemonProcess, job_name: str) -> list[dict]:
     return [r for r in daemon.records() if r.get("job") == job_name]
 
 
+@pytest.mark.e2e_seconds(230)
 def test_a_steady_load_keeps_its_window_on_a_loop_as_fast_as_the_fetcher(
     submit_job, run_daemon, timings
 ) -> None:

@@ -61,6 +61,7 @@ def _metrics(url: str) -> dict[str, float]:
 
 
 @pytest.mark.spark
+@pytest.mark.process
 def test_run_scrapes_serves_metrics_and_stops_cleanly_on_sigterm(tmp_path):
     sim = SimCluster(SimClusterSpec(), SystemClock())
     sim.submit(work_job(name="load-job"))

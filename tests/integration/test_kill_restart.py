@@ -24,7 +24,7 @@ from autoscaler.simulator.server import SimulatorServer
 from autoscaler.simulator.spec import Constant, SimClusterSpec
 from autoscaler.state import open_stores
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.process]
 
 COOLDOWN_MIN_S = 600
 

@@ -37,7 +37,7 @@ from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.server import SimulatorServer
 from autoscaler.simulator.spec import Constant, SimClusterSpec
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.process]
 
 CLUSTER = "fleet"
 JOBS = 200

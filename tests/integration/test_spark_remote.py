@@ -234,6 +234,7 @@ def _run_checks(master: str, ui: str = "", worker_pgid: int = 0) -> str:
 
 # ---------------------------------------------------------------------------------------------- tests
 @pytest.mark.spark
+@pytest.mark.process
 @needs_java
 def test_evaluator_on_spark_connect_equals_the_oracle(connect_server: ConnectServer) -> None:
     out = _run_checks(connect_server.url, connect_server.ui)
@@ -241,6 +242,7 @@ def test_evaluator_on_spark_connect_equals_the_oracle(connect_server: ConnectSer
 
 
 @pytest.mark.spark
+@pytest.mark.process
 @needs_java
 def test_a_restarted_connect_server_gives_the_evaluator_a_new_session_and_its_windows_back(
     tmp_path: Path,
@@ -277,6 +279,7 @@ def test_a_restarted_connect_server_gives_the_evaluator_a_new_session_and_its_wi
 
 
 @pytest.mark.spark
+@pytest.mark.process
 @needs_java
 def test_evaluator_on_a_standalone_cluster_equals_the_oracle(standalone_cluster: StandaloneCluster) -> None:
     out = _run_checks(standalone_cluster.url, worker_pgid=standalone_cluster.worker_pgid)
@@ -287,6 +290,7 @@ def test_evaluator_on_a_standalone_cluster_equals_the_oracle(standalone_cluster:
 
 
 @pytest.mark.spark
+@pytest.mark.process
 @needs_java
 def test_the_backtest_command_runs_unchanged_on_a_standalone_cluster(
     standalone_cluster: StandaloneCluster, tmp_path: Path
