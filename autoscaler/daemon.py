@@ -162,16 +162,19 @@ class Daemon:
         return report
 
     async def _evaluate(self, samples: Sequence[JobSample], loaded: Loaded, now_ms: int) -> Evaluated:
+        """The evaluate stage, and what it says of itself reported: its time, or why it failed (then
+        every sampled job's cluster counts an autoscaler error)."""
         reload = self.store.load_windows if self.settings.persist_window else None
-        return await evaluate(
-            self.evaluator,
-            samples,
-            loaded,
-            now_ms,
-            evaluators=self.evaluators,
-            metrics=self.metrics,
-            reload=reload,
+        evaluated = await evaluate(
+            self.evaluator, samples, loaded, now_ms, evaluators=self.evaluators, reload=reload
         )
+        if evaluated.error is not None:
+            self.metrics.report_spark(False, evaluated.error)
+            for s in samples:
+                self.metrics.report_error(s.job.cluster, Reason.AUTOSCALER_ERROR)
+        elif evaluated.duration_s is not None:
+            self.metrics.report_spark(True, duration_s=evaluated.duration_s, phases=evaluated.phases)
+        return evaluated
 
     async def _evaluator_recovered(self) -> bool:
         """After a failed evaluation: can the evaluator evaluate again (a new Spark session for a dead

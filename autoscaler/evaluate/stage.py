@@ -3,7 +3,8 @@
 :class:`Evaluator` is what the daemon needs of a backend (``SparkEvaluator``, or a test's stub).
 :func:`evaluate` gives it each job's recent scaling history and custom evaluators, runs it off the
 event loop, and turns a failure into :class:`Evaluated` with an error: nothing scales on a tick whose
-evaluation failed, and the loop goes on.
+evaluation failed, and the loop goes on. The stage reports nothing itself: how long the evaluation took,
+where the time went and why it failed travel in :class:`Evaluated`, and the daemon reports them.
 """
 
 from __future__ import annotations
@@ -19,10 +20,8 @@ import structlog
 from autoscaler.evaluate.custom import ConfiguredEvaluator
 from autoscaler.evaluate.history import trim_history
 from autoscaler.evaluate.spark.phases import EvaluationPhases
-from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobEvaluation, JobSample
 from autoscaler.offload import offload
-from autoscaler.reasons import Reason
 from autoscaler.state.model import ScalingRecord
 from autoscaler.state.tick import Loaded
 
@@ -72,10 +71,16 @@ class JobEvaluators(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Evaluated:
-    """The tick's evaluations by job key; ``error`` says why there are none when evaluation failed."""
+    """The tick's evaluations by job key; ``error`` says why there are none when evaluation failed.
+
+    ``duration_s`` is how long a batch that ran took (None when there was nothing to evaluate or it
+    failed); ``phases`` where its time went, for a backend that times them (``SparkEvaluator``).
+    """
 
     evaluations: Mapping[str, JobEvaluation] = field(default_factory=dict)
     error: str | None = None
+    duration_s: float | None = None
+    phases: EvaluationPhases | None = None
 
 
 async def evaluate(
@@ -85,7 +90,6 @@ async def evaluate(
     now_ms: int,
     *,
     evaluators: JobEvaluators,
-    metrics: MetricsReporter,
     reload: Callable[[Sequence[JobSample]], Mapping[str, Sequence[JobSample]]] | None = None,
 ) -> Evaluated:
     """Evaluate every job of the tick in one batched computation, off the event loop."""
@@ -109,17 +113,12 @@ async def evaluate(
         )
         evaluations = await offload(run)
     except Exception as exc:  # Spark failing must not stop the loop; nothing scales this tick
-        error = f"evaluation failed: {type(exc).__name__}: {exc}"
-        metrics.report_spark(False, error)
         log.error("evaluation_failed", error=str(exc), exc_info=True)
-        for s in samples:
-            metrics.report_error(s.job.cluster, Reason.AUTOSCALER_ERROR)
-        return Evaluated(error=error)
+        return Evaluated(error=f"evaluation failed: {type(exc).__name__}: {exc}")
     # A backend that times its phases (SparkEvaluator.last_phases) says where the time went.
     phases = getattr(evaluator, "last_phases", None)
-    metrics.report_spark(
-        True,
+    return Evaluated(
+        evaluations,
         duration_s=time.perf_counter() - started,
         phases=phases if isinstance(phases, EvaluationPhases) else None,
     )
-    return Evaluated(evaluations)

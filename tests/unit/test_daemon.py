@@ -23,6 +23,16 @@ async def test_evaluator_failure_scales_nothing_and_reports_an_error_event():
     assert {o.outcome for o in report.outcomes} == {Reason.AUTOSCALER_ERROR}
     assert w.puts("a") == w.puts("b") == []
     assert Reason.AUTOSCALER_ERROR in w.events.reasons("a/job-a")
+    # The stage returns why it failed; the daemon reports it: Spark down, an error on each sampled cluster.
+    assert w.metrics.registry.get_sample_value("flink_autoscaler_spark_up") == 0
+    assert w.error_count("a", Reason.AUTOSCALER_ERROR) == w.error_count("b", Reason.AUTOSCALER_ERROR) == 1
+
+
+async def test_a_working_evaluation_is_reported_with_its_duration():
+    w = World(StubEvaluator({"Work": 3}))
+    await w.tick()
+    assert w.metrics.registry.get_sample_value("flink_autoscaler_spark_up") == 1
+    assert w.metrics.registry.get_sample_value("flink_autoscaler_evaluation_duration_seconds_count") == 1
 
 
 async def test_scaling_history_with_metrics_and_restart_duration_reaches_the_evaluator():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from autoscaler.evaluate.spark.phases import PHASES, EvaluationPhases, PhaseTimer
-from autoscaler.evaluate.stage import evaluate
+from autoscaler.evaluate.stage import Evaluated, evaluate
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobEvaluation
 from autoscaler.plugins.evaluators import EvaluatorInstances
@@ -76,23 +76,26 @@ class Backend:
     def check(self) -> None: ...
 
 
-async def evaluated_with(backend: Backend) -> MetricsReporter:
-    metrics = MetricsReporter()
+async def evaluated_with(backend: Backend) -> Evaluated:
     sample = make_sample(make_topology({"src": 1}))
     loaded = Loaded(states={sample.job.key: JobState()})
-    result = await evaluate(backend, [sample], loaded, 0, evaluators=EvaluatorInstances(), metrics=metrics)
+    result = await evaluate(backend, [sample], loaded, 0, evaluators=EvaluatorInstances())
     assert result.error is None and set(result.evaluations) == {sample.job.key}
-    return metrics
+    return result
 
 
-async def test_the_evaluate_stage_reports_the_backends_phases():
-    metrics = await evaluated_with(Backend(EvaluationPhases(window=0.125, spark=0.5, driver=0.25)))
+async def test_the_evaluate_stage_carries_the_backends_phases_to_the_daemon():
+    phases = EvaluationPhases(window=0.125, spark=0.5, driver=0.25)
+    result = await evaluated_with(Backend(phases))
+    assert result.phases == phases and result.duration_s is not None
+    # what the daemon does with them (Daemon._evaluate)
+    metrics = MetricsReporter()
+    metrics.report_spark(True, duration_s=result.duration_s, phases=result.phases)
     assert sample_of(metrics, f"{PHASE_METRIC}_sum", phase="spark") == 0.5
     assert sample_of(metrics, f"{PHASE_METRIC}_sum", phase="window") == 0.125
 
 
-async def test_a_backend_that_does_not_time_its_phases_reports_only_the_whole():
+async def test_a_backend_that_does_not_time_its_phases_carries_only_the_whole():
     for backend in (Backend(None), Backend("not phases")):
-        metrics = await evaluated_with(backend)
-        assert sample_of(metrics, f"{PHASE_METRIC}_count", phase="spark") is None
-        assert sample_of(metrics, "flink_autoscaler_evaluation_duration_seconds_count") == 1
+        result = await evaluated_with(backend)
+        assert result.phases is None and result.duration_s is not None
