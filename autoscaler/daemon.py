@@ -20,10 +20,8 @@ import structlog
 from autoscaler.archive import TickArchive
 from autoscaler.clock import Clock, SystemClock
 from autoscaler.cluster import Clusters, Collected, Recorded
-from autoscaler.delivery import OutcomeDelivery
 from autoscaler.durations import to_ms
 from autoscaler.evaluate.stage import Evaluated, Evaluator, evaluate
-from autoscaler.events import EventLog, EventSink
 from autoscaler.idle_slots import IdleSlotBook
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobSample
@@ -35,8 +33,10 @@ from autoscaler.reasons import Reason
 from autoscaler.schedule import Schedule, cleanup
 from autoscaler.settings import Settings
 from autoscaler.state import MemoryStateStore, StateStore
+from autoscaler.state.events import EventLog, EventSink
 from autoscaler.state.tick import Loaded, TickStore
 from autoscaler.tick.decide import decide_jobs
+from autoscaler.tick.delivery import OutcomeDelivery
 from autoscaler.tick.plugins import ChainLog, run_plugins
 from autoscaler.tick.realize import realize_jobs
 from autoscaler.tick.record import TickRecord
@@ -101,7 +101,7 @@ class Daemon:
     # ------------------------------------------------------------------ the tick
     @property
     def on_outcome(self) -> Callable[[JobOutcome], None] | None:
-        """Called with every job's outcome, behind the tick (``autoscaler.delivery``)."""
+        """Called with every job's outcome, behind the tick (``autoscaler.tick.delivery``)."""
         return self.delivery.on_outcome
 
     @on_outcome.setter
@@ -113,7 +113,7 @@ class Daemon:
 
         ``only_job`` (a job key) runs the same pipeline for that job alone: the re-evaluation a
         cooldown scheduled for the instant it ends. ``drain``: return once the tick's outcomes reached
-        ``on_outcome`` too; the scheduled ticks don't wait (``autoscaler.delivery``).
+        ``on_outcome`` too; the scheduled ticks don't wait (``autoscaler.tick.delivery``).
         """
         async with self._tick_lock:
             rec = TickRecord(self.clock.now_ms(), self.metrics)

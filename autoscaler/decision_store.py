@@ -30,10 +30,10 @@ from urllib.parse import quote
 
 import structlog
 
-from autoscaler.events import Event
 from autoscaler.explain import DecisionRecord, add_decision, record_from_outcome
 from autoscaler.settings.daemon_settings import DECISION_HISTORY, MAX_DECISION_HISTORY
 from autoscaler.state import JobState
+from autoscaler.state.events import Event
 from autoscaler.state.store import Lease
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ class StateSource(Protocol):
 
 
 class EventSource(Protocol):
-    """The query half of ``autoscaler.events.EventStore`` (the in-memory log and the SQL sink)."""
+    """The query half of ``autoscaler.state.events.EventStore`` (the in-memory log and the SQL sink)."""
 
     def events(
         self, job_key: str | None = None, *, since_ms: int | None = None, limit: int | None = None
@@ -358,8 +358,8 @@ def _open_state(
 ) -> tuple[StateSource | None, EventSource | None, Callable[[], None], list[str]]:
     import sqlalchemy as sa
 
-    from autoscaler.events import SqlEventSink
     from autoscaler.state.db import Database, current_revision
+    from autoscaler.state.events import SqlEventSink
     from autoscaler.state.sql import SqlStateStore
     from autoscaler.state.stores import MEMORY_URL
 

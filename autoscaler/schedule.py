@@ -17,11 +17,11 @@ from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEve
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from autoscaler.clock import Clock
-from autoscaler.events import EventSink, EventStore
 from autoscaler.metrics import MetricsReporter
 from autoscaler.offload import offload
 from autoscaler.reasons import Reason
 from autoscaler.state import StateStore
+from autoscaler.state.events import EventSink, EventStore
 from autoscaler.tick.steps import JobOutcome
 
 __all__ = ["Schedule", "cleanup"]

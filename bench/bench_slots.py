@@ -39,7 +39,6 @@ from decisions import (
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
-from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
 from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.simulator.engine import SimCluster
@@ -47,6 +46,7 @@ from autoscaler.simulator.rest import transport
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import SimClusterSpec, Steps
 from autoscaler.state import MemoryStateStore
+from autoscaler.state.events import EventLog
 
 CHANGE_S = 300.0  # both jobs steady and right-sized before
 END_S = 900.0

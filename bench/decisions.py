@@ -41,7 +41,6 @@ from typing import Any, Protocol
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.evaluate.stage import Evaluator
-from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
 from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.simulator.engine import SimCluster, SimJob
@@ -58,6 +57,7 @@ from autoscaler.simulator.spec import (
     Steps,
 )
 from autoscaler.state import MemoryStateStore
+from autoscaler.state.events import EventLog
 from autoscaler.tick.steps import TickReport
 
 __all__ = [

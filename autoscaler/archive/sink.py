@@ -1,6 +1,6 @@
 """The daemon's side of the archive: each tick hands its samples and outcomes over and goes on.
 
-Like the decision files (``autoscaler.delivery``), the archive is written behind the tick, in a worker
+Like the decision files (``autoscaler.tick.delivery``), the archive is written behind the tick, in a worker
 thread. Unlike them, a tick never waits for it: the decision files make the next tick wait for the
 previous batch, so a slow disk slows the loop down; for the archive, which nothing in the loop reads,
 losing rows is the better trade than losing ticks. So the worker owns a bounded queue; a hand-over is a

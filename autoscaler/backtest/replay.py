@@ -33,12 +33,12 @@ from autoscaler.backtest.world import World
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
-from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobSample, JobTarget, VertexId
 from autoscaler.offload import inline
 from autoscaler.settings import AutoscalerOptions, ClusterSettings, Settings
 from autoscaler.state import MemoryStateStore
+from autoscaler.state.events import EventLog
 from autoscaler.tick.steps import JobOutcome
 
 __all__ = ["Replayed", "replay_job", "score_actual"]

@@ -28,8 +28,8 @@ from autoscaler.safe_text import clip, for_terminal
 from autoscaler.shards import describe_lease, is_member
 
 if TYPE_CHECKING:
-    from autoscaler.events import Event
     from autoscaler.state import JobState
+    from autoscaler.state.events import Event
     from autoscaler.state.store import Lease
 
 __all__ = ["NAME_WIDTH", "explain", "status_table"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autoscaler.events import EventLog, EventStore, SqlEventSink
 from autoscaler.state.db import Database
+from autoscaler.state.events import EventLog, EventStore, SqlEventSink
 from autoscaler.state.sql import SqlStateStore
 from autoscaler.state.store import MemoryStateStore, StateStore
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import structlog
 from sqlalchemy.exc import DBAPIError
 
 from autoscaler.durations import to_ms
-from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobSample
 from autoscaler.offload import offload
 from autoscaler.reasons import Reason
@@ -46,6 +46,16 @@ class Loaded:
     restored: Mapping[str, Sequence[JobSample]] = field(default_factory=dict)
 
 
+class ErrorCounter(Protocol):
+    """What the tick's store needs of the metrics: a failed write counted against each cluster it held.
+
+    The daemon passes its ``MetricsReporter``; naming only this call keeps the state package below the
+    metrics module, which reads state values (a rescale's verification) to report them.
+    """
+
+    def report_error(self, cluster: str, reason: Reason) -> None: ...
+
+
 class TickStore:
     """Loads and flushes a tick's job states and metric windows.
 
@@ -53,7 +63,7 @@ class TickStore:
     restored once per job and process (again after :meth:`forget`, e.g. when the lease comes back).
     """
 
-    def __init__(self, state: StateStore, metrics: MetricsReporter, *, persist_window: bool) -> None:
+    def __init__(self, state: StateStore, metrics: ErrorCounter, *, persist_window: bool) -> None:
         self.state = state
         self.metrics = metrics
         self.persist_window = persist_window

@@ -16,13 +16,13 @@ from typing import Protocol
 
 from autoscaler.cluster import Clusters
 from autoscaler.evaluate.history import needed_capacity, record_metrics, trim_history
-from autoscaler.events import EventType
 from autoscaler.flink.errors import FlinkHTTPError
 from autoscaler.flink.models import ParallelismBounds
 from autoscaler.memory_advice import advice_for
 from autoscaler.model import JobRef, VertexId
 from autoscaler.reasons import Reason
 from autoscaler.state import PendingRescale, ScalingRecord
+from autoscaler.state.events import EventType
 from autoscaler.tick.decide import refused_retry_ms
 from autoscaler.tick.each import each_job
 from autoscaler.tick.record import TickRecord

@@ -23,10 +23,8 @@ from datetime import timedelta
 import structlog
 
 from autoscaler.collect.sanity import describe_invalid
-from autoscaler.delivery import OutcomeDelivery
 from autoscaler.durations import to_ms
 from autoscaler.evaluate.javamath import java_double_text
-from autoscaler.events import Event, EventSink, EventType
 from autoscaler.flink.errors import FlinkError, FlinkHTTPError, FlinkUnreachable
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobEvaluation, JobRef, JobSample, Unavailable
@@ -36,6 +34,8 @@ from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.slot_fit import below_text
 from autoscaler.state import JobState, PendingRescale, ScalingRecord
+from autoscaler.state.events import Event, EventSink, EventType
+from autoscaler.tick.delivery import OutcomeDelivery
 from autoscaler.tick.steps import Confirmation, Decision, JobOutcome, RealizeResult
 from autoscaler.tick.texts import (
     changes_key,

@@ -18,12 +18,12 @@ from dataclasses import replace
 import structlog
 
 from autoscaler.durations import utc_text
-from autoscaler.events import EventType
 from autoscaler.model import VertexChange
 from autoscaler.reasons import Reason
 from autoscaler.resources import required_slots
 from autoscaler.settings import InsufficientSlots
 from autoscaler.slot_fit import CAPPED_TEXT, IdleSlots, SlotBudget, SlotFit, backlog_seconds, fit_slots
+from autoscaler.state.events import EventType
 from autoscaler.tick.decide import describe_changes
 from autoscaler.tick.record import TickRecord
 from autoscaler.tick.steps import JobOutcome, JobStep

@@ -10,7 +10,6 @@ from typing import Any
 
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
-from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
 from autoscaler.reasons import Reason
 from autoscaler.settings import ClusterSettings, Settings
@@ -19,6 +18,7 @@ from autoscaler.simulator.rest import transport
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant, SimClusterSpec
 from autoscaler.state import MemoryStateStore
+from autoscaler.state.events import EventLog
 from autoscaler.testing import FaultyTransport, StubEvaluator
 
 OPTIONS = {"job.autoscaler.enabled": "true"}

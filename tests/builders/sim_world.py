@@ -11,7 +11,6 @@ from autoscaler.archive import TickArchive
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
-from autoscaler.events import EventLog, EventStore
 from autoscaler.metrics import MetricsReporter
 from autoscaler.plugins.configured import PluginInstances
 from autoscaler.settings import ClusterSettings, Settings
@@ -19,6 +18,7 @@ from autoscaler.simulator.engine import SimCluster
 from autoscaler.simulator.rest import transport
 from autoscaler.simulator.spec import SimClusterSpec
 from autoscaler.state import MemoryStateStore, StateStore
+from autoscaler.state.events import EventLog, EventStore
 from autoscaler.tick.steps import JobOutcome
 
 TICK_S = 10

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from sim_world import QUICK, sim_world
 
-from autoscaler.events import EventType
 from autoscaler.reasons import Reason
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant
+from autoscaler.state.events import EventType
 
 
 async def test_a_scale_up_waits_for_the_slots_a_scale_down_left_idle_and_restarts_once() -> None:

@@ -15,7 +15,6 @@ import pytest
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.evaluate.spark.evaluator import SparkEvaluator
-from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
 from autoscaler.plugins.configured import PluginInstances
 from autoscaler.plugins.loader import discover_plugins
@@ -24,6 +23,7 @@ from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.simulator.engine import SimCluster
 from autoscaler.simulator.server import SimulatorServer
 from autoscaler.simulator.spec import Constant, SimClusterSpec, SimEdgeSpec, SimJobSpec, SimVertexSpec
+from autoscaler.state.events import EventLog
 
 pytestmark = pytest.mark.spark
 

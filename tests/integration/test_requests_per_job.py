@@ -18,7 +18,6 @@ import httpx
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
-from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
 from autoscaler.reasons import Reason
 from autoscaler.settings import ClusterSettings, Settings
@@ -27,6 +26,7 @@ from autoscaler.simulator.rest import transport
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant, SimClusterSpec
 from autoscaler.state import MemoryStateStore
+from autoscaler.state.events import EventLog
 
 JOBS = 12
 VERTICES = 3  # the lab job: source, Work, Aggregate -> Sink

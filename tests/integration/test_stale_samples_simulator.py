@@ -24,7 +24,6 @@ import pytest
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.evaluate.spark.evaluator import SparkEvaluator
-from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
 from autoscaler.reasons import Reason
 from autoscaler.settings import ClusterSettings, Settings
@@ -33,6 +32,7 @@ from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.server import SimulatorServer
 from autoscaler.simulator.spec import Constant, SimClusterSpec
 from autoscaler.state import MemoryStateStore
+from autoscaler.state.events import EventLog
 
 pytestmark = pytest.mark.spark
 

@@ -26,7 +26,6 @@ import pytest
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
-from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
 from autoscaler.reasons import Reason
 from autoscaler.settings import ClusterSettings, Settings
@@ -35,6 +34,7 @@ from autoscaler.simulator.rest import transport
 from autoscaler.simulator.scenarios import LAB_VERTEX_IDS, work_job
 from autoscaler.simulator.spec import Constant, RateSchedule, SimClusterSpec, Steps
 from autoscaler.state import MemoryStateStore
+from autoscaler.state.events import EventLog
 from autoscaler.testing import FaultyTransport
 from autoscaler.tick.steps import JobOutcome
 

@@ -8,12 +8,12 @@ from pathlib import Path
 from sim_world import QUICK, TICK_S, sim_world
 from structlog.testing import capture_logs
 
-from autoscaler.events import SqlEventSink
 from autoscaler.explain import explain, record_from_outcome, status_table
 from autoscaler.reasons import Reason
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant
 from autoscaler.state.db import Database
+from autoscaler.state.events import SqlEventSink
 
 DAY_S = 86_400
 

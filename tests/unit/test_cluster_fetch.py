@@ -14,7 +14,6 @@ from structlog.testing import capture_logs
 
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
-from autoscaler.events import EventLog
 from autoscaler.flink.jobmanager_config import flink_fetch_interval_ms
 from autoscaler.metrics import MetricsReporter
 from autoscaler.reasons import Reason
@@ -24,6 +23,7 @@ from autoscaler.simulator.rest import transport
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant, SimClusterSpec
 from autoscaler.state import MemoryStateStore
+from autoscaler.state.events import EventLog
 from autoscaler.testing import StubEvaluator
 
 KEY = "sim/load-job"

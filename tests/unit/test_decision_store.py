@@ -9,11 +9,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from autoscaler.decision_store import JsonDecisionDir, MemoryDecisions, StoreReader, file_stem, open_reader
-from autoscaler.events import Event, EventLog, EventType
 from autoscaler.explain import record_from_outcome
 from autoscaler.model import JobRef
 from autoscaler.reasons import Reason
 from autoscaler.state import JobState, MemoryStateStore, PendingRescale, open_stores
+from autoscaler.state.events import Event, EventLog, EventType
 from autoscaler.tick.steps import JobOutcome
 
 NOW = 1_800_000_000_000

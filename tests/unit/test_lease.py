@@ -15,7 +15,6 @@ import pytest
 
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
-from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
 from autoscaler.reasons import Reason
 from autoscaler.settings import ClusterSettings, Settings
@@ -24,6 +23,7 @@ from autoscaler.simulator.rest import transport
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant, SimClusterSpec
 from autoscaler.state import JobState, MemoryStateStore, StateStore, open_stores
+from autoscaler.state.events import EventLog
 from autoscaler.testing import FaultyTransport, SlowEvaluator, StubEvaluator
 from autoscaler.tick.steps import TickReport
 

@@ -10,11 +10,11 @@ from datetime import timedelta
 from daemon_world import OPTIONS, World
 
 from autoscaler.clock import FakeClock
-from autoscaler.events import EventLog
 from autoscaler.metrics import MetricsReporter
 from autoscaler.reasons import Reason
 from autoscaler.schedule import Schedule, cleanup
 from autoscaler.state import JobState, MemoryStateStore
+from autoscaler.state.events import EventLog
 from autoscaler.testing import StubEvaluator, make_evaluation, vertex_eval
 from autoscaler.tick.steps import Decision, JobOutcome
 

@@ -18,7 +18,6 @@ import structlog
 
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
-from autoscaler.events import EventLog
 from autoscaler.explain import status_table
 from autoscaler.metrics import MetricsReporter
 from autoscaler.reasons import Reason
@@ -29,6 +28,7 @@ from autoscaler.simulator.rest import transport
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant, SimClusterSpec
 from autoscaler.state import MemoryStateStore, StateStore, open_stores
+from autoscaler.state.events import EventLog
 from autoscaler.testing import FaultyTransport, SlowEvaluator, StubEvaluator
 
 TTL_S = 30

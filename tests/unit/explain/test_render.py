@@ -10,7 +10,6 @@ from dataclasses import replace
 
 from explain_outcomes import NOW, outcome_of, scale_up_evaluation
 
-from autoscaler.events import Event, EventType
 from autoscaler.explain import (
     DecisionRecord,
     VerificationRecord,
@@ -22,6 +21,7 @@ from autoscaler.explain import (
 )
 from autoscaler.reasons import Reason
 from autoscaler.state import JobState, PendingRescale
+from autoscaler.state.events import Event, EventType
 from autoscaler.state.store import Lease
 from autoscaler.testing import JOB, make_evaluation, vertex_eval
 from autoscaler.tick.steps import JobOutcome, RealizeResult

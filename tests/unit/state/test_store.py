@@ -24,7 +24,6 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from structlog.testing import capture_logs
 
-from autoscaler.events import Event, EventLog, EventStore, EventType, SqlEventSink, dedup_key
 from autoscaler.model import NAN, VertexSample
 from autoscaler.reasons import Reason
 from autoscaler.state import (
@@ -60,6 +59,7 @@ from autoscaler.state.db import (
     make_engine,
     migrate,
 )
+from autoscaler.state.events import Event, EventLog, EventStore, EventType, SqlEventSink, dedup_key
 from autoscaler.state.sql import SqlStateStore
 from autoscaler.state.store import SAMPLE_FIELDS, Lease
 from autoscaler.state.tables import JOB_STATE, METADATA, SCALING_HISTORY, VERSION_TABLE, WINDOW_SAMPLE_COLUMNS

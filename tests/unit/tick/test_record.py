@@ -10,13 +10,13 @@ from typing import Any
 
 from daemon_world import OPTIONS, World
 
-from autoscaler.delivery import OutcomeDelivery
-from autoscaler.events import EventLog, EventType
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobRef, Unavailable, VertexChange
 from autoscaler.reasons import Reason
 from autoscaler.state import JobState, MemoryStateStore
+from autoscaler.state.events import EventLog, EventType
 from autoscaler.testing import StubEvaluator, make_evaluation, vertex_eval
+from autoscaler.tick.delivery import OutcomeDelivery
 from autoscaler.tick.record import TickRecord, changes_key, report_text
 from autoscaler.tick.steps import Decision, JobOutcome
 

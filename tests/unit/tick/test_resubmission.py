@@ -15,7 +15,6 @@ from daemon_world import World
 from structlog.testing import capture_logs
 
 from autoscaler.evaluate.stage import Evaluated
-from autoscaler.events import EventType
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobRef, VertexEvaluation
 from autoscaler.reasons import Reason
@@ -31,6 +30,7 @@ from autoscaler.state.codec import (
     encode_record,
     encode_state,
 )
+from autoscaler.state.events import EventType
 from autoscaler.state.tick import Loaded
 from autoscaler.testing import StubEvaluator, make_evaluation, vertex_eval
 from autoscaler.tick.decide import decide_jobs

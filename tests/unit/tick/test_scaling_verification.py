@@ -13,9 +13,9 @@ import math
 import pytest
 from daemon_world import World
 
-from autoscaler.events import Event, EventType
 from autoscaler.reasons import Reason
 from autoscaler.state import open_stores
+from autoscaler.state.events import Event, EventType
 from autoscaler.testing import StubEvaluator
 
 JOB = "a/job-a"

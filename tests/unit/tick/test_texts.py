@@ -10,12 +10,12 @@ from dataclasses import replace
 import pytest
 from structlog.testing import capture_logs
 
-from autoscaler.events import Event, EventType
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import AlignmentBounds, JobEvaluation, ScaleUpGain, VertexChange, VertexEvaluation
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState, ScalingRecord, ScalingVerification, VertexVerification
+from autoscaler.state.events import Event, EventType
 from autoscaler.testing import JOB, make_evaluation, vertex_eval
 from autoscaler.tick.decide import decide
 from autoscaler.tick.record import TickRecord, report_text

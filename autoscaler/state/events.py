@@ -30,7 +30,7 @@ from autoscaler.state.tables import EVENTS
 
 __all__ = ["Event", "EventLog", "EventSink", "EventStore", "EventType", "SqlEventSink", "dedup_key"]
 
-log = structlog.get_logger("autoscaler.events")
+log = structlog.get_logger("autoscaler.state.events")
 
 
 class EventType(StrEnum):

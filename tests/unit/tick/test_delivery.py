@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from autoscaler.delivery import OutcomeDelivery
 from autoscaler.model import JobRef
 from autoscaler.reasons import Reason
+from autoscaler.tick.delivery import OutcomeDelivery
 from autoscaler.tick.steps import JobOutcome
 
 JOB = JobRef(cluster="c", job_id="0" * 32, name="j")
