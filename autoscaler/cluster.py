@@ -38,7 +38,7 @@ from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkError, FlinkUnreachable
 from autoscaler.leases import LeaseKeeper
 from autoscaler.metrics import MetricsReporter
-from autoscaler.model import JobSample, JobTarget, Unavailable
+from autoscaler.model import InvalidOptions, JobSample, JobTarget, Unavailable
 from autoscaler.plugins.configured import PluginInstances
 from autoscaler.plugins.evaluators import EvaluatorInstances
 from autoscaler.plugins.metrics import metric_providers
@@ -46,7 +46,6 @@ from autoscaler.reasons import Reason
 from autoscaler.resources import fetch_taskmanager_resources, taskmanager_resources
 from autoscaler.settings import Settings
 from autoscaler.state import StateStore
-from autoscaler.tick.record import TickRecord
 
 __all__ = [
     "ClusterSession",
@@ -68,6 +67,7 @@ class Collected:
     samples: tuple[JobSample, ...] = ()
     unavailable: tuple[Unavailable, ...] = ()  # jobs found but not sampled this tick, and why
     cluster_errors: Mapping[str, str] = field(default_factory=dict)  # cluster -> why it was not read
+    invalid: tuple[InvalidOptions, ...] = ()  # jobs whose options could not be read, and why
 
 
 # A backtest's stand-in for discover + collect: cluster name and tick -> the jobs the cluster runs (keys)
@@ -129,54 +129,52 @@ class Clusters:
         return iter(self.sessions)
 
     # ------------------------------------------------------------------ discover + collect
-    async def collect(self, rec: TickRecord, only_job: str | None = None) -> Collected:
+    async def collect(self, now_ms: int, only_job: str | None = None) -> Collected:
         """Discover and sample every job of every cluster this daemon holds a lease of (of the shards it
         holds), concurrently. ``only_job`` (a job key) reads that job alone: the re-evaluation a cooldown
         scheduled."""
         sessions = [c for c in self.sessions if only_job is None or only_job.startswith(f"{c.name}/")]
-        results = await asyncio.gather(*(self._collect_cluster(c, rec, only_job) for c in sessions))
+        results = await asyncio.gather(*(self._collect_cluster(c, now_ms, only_job) for c in sessions))
         found = [item for batch, _ in results for item in batch]
         return Collected(
             samples=tuple(s for s in found if isinstance(s, JobSample)),
             unavailable=tuple(u for u in found if isinstance(u, Unavailable)),
             cluster_errors={c.name: err for c, (_, err) in zip(sessions, results, strict=True) if err},
+            invalid=tuple(i for i in found if isinstance(i, InvalidOptions)),
         )
 
     async def _collect_cluster(
-        self, cluster: ClusterSession, rec: TickRecord, only_job: str | None
-    ) -> tuple[list[JobSample | Unavailable], str | None]:
-        if not await self._hold_lease(cluster, rec.now_ms):
+        self, cluster: ClusterSession, now_ms: int, only_job: str | None
+    ) -> tuple[list[JobSample | Unavailable | InvalidOptions], str | None]:
+        """The cluster's samples, the jobs not sampled (and why), the jobs whose options are invalid
+        (and the validation's message); or, for a cluster that could not be listed, why."""
+        if not await self._hold_lease(cluster, now_ms):
             return [], None
         if self._recorded is not None:
-            return self._replayed(cluster, rec.now_ms, only_job), None
+            return [*self._replayed(cluster, now_ms, only_job)], None
         mine = cluster.lease.owns if cluster.lease.sharded else None
         try:
             discovery = await discover(
                 cluster.client, cluster.settings, cluster.options, cluster.job_configs, keep=mine
             )
         except FlinkError as exc:
-            return self._unreadable(cluster, exc, only_job), str(exc)
-        await cluster.read_flink_config(rec.now_ms)
+            return [*self._unreadable(cluster, exc, only_job)], str(exc)
+        await cluster.read_flink_config(now_ms)
         self._check_fetch_interval(cluster)
         targets = [t for t in discovery.targets if only_job is None or t.job.key == only_job]
         unreadable = [u for u in discovery.unreadable if only_job is None or u.job.key == only_job]
+        invalid: list[InvalidOptions] = []
         if only_job is None:  # a one-job view must not forget or recount the others
             cluster.jobs = {t.job.key for t in discovery.targets} | {j.key for j in discovery.not_running}
             cluster.jobs |= {u.job.key for u in discovery.unreadable}
             for job, message in discovery.invalid:
                 cluster.jobs.add(job.key)
-                rec.invalid_options(job, message, cluster.options)
+                invalid.append(InvalidOptions(JobTarget(job, cluster.options), message))
             found = [*(t.job for t in discovery.targets), *(u.job for u in discovery.unreadable)]
             cluster.refs = {ref.key: ref for ref in found}
         if not targets:
-            return list(unreadable), None
-        found = [*unreadable, *await self._collect_targets(cluster, targets, rec.now_ms)]
-        for sample in found:
-            if isinstance(sample, JobSample) and sample.stale_ticks:
-                rec.stale_sample(sample)
-            if isinstance(sample, JobSample) and sample.invalid_values:
-                rec.invalid_values(sample)
-        return found, None
+            return [*invalid, *unreadable], None
+        return [*invalid, *unreadable, *await self._collect_targets(cluster, targets, now_ms)], None
 
     def _replayed(
         self, cluster: ClusterSession, now_ms: int, only_job: str | None

@@ -11,7 +11,6 @@ them together and runs them on the schedule.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Mapping, Sequence
 
 import httpx
@@ -35,13 +34,14 @@ from autoscaler.settings import Settings
 from autoscaler.state import MemoryStateStore, StateStore
 from autoscaler.state.events import EventLog, EventSink
 from autoscaler.state.tick import Loaded, TickStore
+from autoscaler.tick import record
 from autoscaler.tick.decide import decide_jobs
 from autoscaler.tick.delivery import OutcomeDelivery
 from autoscaler.tick.plugins import ChainLog, run_plugins
 from autoscaler.tick.realize import realize_jobs
-from autoscaler.tick.record import TickRecord
+from autoscaler.tick.record import TickTimer
 from autoscaler.tick.slots import claim_slots, slot_hungry
-from autoscaler.tick.steps import JobOutcome, TickReport
+from autoscaler.tick.steps import JobOutcome, JobStep, TickReport
 
 __all__ = ["Daemon"]
 
@@ -116,47 +116,49 @@ class Daemon:
         ``on_outcome`` too; the scheduled ticks don't wait (``autoscaler.tick.delivery``).
         """
         async with self._tick_lock:
-            rec = TickRecord(self.clock.now_ms(), self.metrics)
+            now_ms, timer = self.clock.now_ms(), TickTimer()
             if self._evaluation_failed and not await self._evaluator_recovered():
-                return await self._stand_by(rec, "this daemon cannot evaluate", "evaluator_unavailable")
+                return await self._stand_by(now_ms, "this daemon cannot evaluate", "evaluator_unavailable")
             if not await self._storage_usable():
-                return await self._stand_by(rec, "the state database is unusable", "state_database_unusable")
-            collected = await self.clusters.collect(rec, only_job)  # discover + collect
-            rec.lap("collect")
+                return await self._stand_by(
+                    now_ms, "the state database is unusable", "state_database_unusable"
+                )
+            collected = await self.clusters.collect(now_ms, only_job)  # discover + collect
+            timer.lap("collect")
             loaded = await self.store.load(collected.samples, self.clusters.lease_tokens(self.clock.now_ms()))
-            rec.lap("load")
-            evaluated = await self._evaluate(collected.samples, loaded, rec.now_ms)
-            rec.lap("evaluate")
+            timer.lap("load")
+            evaluated = await self._evaluate(collected.samples, loaded, now_ms)
+            timer.lap("evaluate")
             self._evaluation_failed = evaluated.error is not None
             decided = await decide_jobs(
                 collected.samples,
                 loaded,
                 evaluated,
-                rec,
+                now_ms,
                 flink_cooldown_ms={c.name: c.flink_cooldown_ms for c in self.clusters},
                 confirm_timeout=self.settings.confirm_timeout,
                 interval=self.settings.control_loop_interval,
             )
-            rec.lap("decide")
+            timer.lap("decide")
             approved = await run_plugins(
-                decided, rec, plugins=self.plugins, clusters=self.clusters, chain_log=self._chain_log
+                decided, now_ms, plugins=self.plugins, clusters=self.clusters, chain_log=self._chain_log
             )
-            rec.lap("plugins")
+            timer.lap("plugins")
             fresh = await self.clusters.free_slots_now(slot_hungry(approved))
             idle_timeouts = self.clusters.slot_idle_timeouts_ms()
-            idle = self._idle_slots.for_claims(approved, rec.now_ms, idle_timeouts)
-            fitting = claim_slots(approved, rec, idle, fresh)
-            rec.lap("slots")
-            outcomes = await realize_jobs(
-                fitting,
-                rec,
+            idle = self._idle_slots.for_claims(approved, now_ms, idle_timeouts)
+            claimed = claim_slots(approved, now_ms, idle, fresh)
+            timer.lap("slots")
+            realized = await realize_jobs(
+                claimed.steps,
+                now_ms,
                 clusters=self.clusters,
-                now_ms=self.clock.now_ms,
+                clock_ms=self.clock.now_ms,
                 interval=self.settings.control_loop_interval,
             )
-            self._idle_slots.note(outcomes, idle_timeouts)
-            rec.lap("realize")
-            report = await self._record(rec, collected, loaded, outcomes, only_job)
+            self._idle_slots.note([s.outcome for s in realized if s.outcome is not None], idle_timeouts)
+            timer.lap("realize")
+            report = await self._record(now_ms, timer, collected, loaded, realized, claimed.slots, only_job)
         if drain:
             await self.delivery.drain()
         return report
@@ -206,42 +208,47 @@ class Daemon:
                 self.metrics.report_error(c.name, Reason.STATE_STORE_ERROR)
         return usable
 
-    async def _stand_by(self, rec: TickRecord, why: str, reason: str) -> TickReport:
+    async def _stand_by(self, now_ms: int, why: str, reason: str) -> TickReport:
         """A daemon that cannot act safely hands its leases back and reads no cluster, so a standby that
         can takes over at its next tick; it takes them back (if free) once it can act again."""
         await self.clusters.release_leases(reason=reason, stand_down=True)
         why = f"{why}: standing by, leases released"
-        return TickReport(rec.now_ms, (), {c.name: why for c in self.clusters})
+        return TickReport(now_ms, (), {c.name: why for c in self.clusters})
 
     async def _record(
         self,
-        rec: TickRecord,
+        now_ms: int,
+        timer: TickTimer,
         collected: Collected,
         loaded: Loaded,
-        outcomes: list[JobOutcome],
+        steps: Sequence[JobStep],
+        slots: Mapping[str, tuple[int, int]],
         only_job: str | None,
     ) -> TickReport:
-        """Write the tick's state in one transaction, then publish its events and outcomes.
+        """The record stage (``autoscaler.tick.record``): the tick's states in one transaction, then its
+        metrics, events and outcomes, all from the values the stages returned.
 
         A crash before the write commits loses this tick only; a rescale it issued is found again next
         tick (the realizer sees the requirements already match and sends nothing).
         """
-        outcomes += [rec.unavailable(u) for u in collected.unavailable]
-        self.schedule.retry_deferred(outcomes, rec.now_ms)
+        done = record.outcomes(steps, collected.unavailable, now_ms)
+        self.schedule.retry_deferred(done, now_ms)
         gone = self.clusters.vanished() if only_job is None else []  # a one-job view forgets nothing
-        now_ms = self.clock.now_ms()
-        lapsed, tokens = self.clusters.lapsed(now_ms), self.clusters.lease_tokens(now_ms)
+        clock_ms = self.clock.now_ms()
+        lapsed, tokens = self.clusters.lapsed(clock_ms), self.clusters.lease_tokens(clock_ms)
+        states = record.next_states(steps)
         await self.store.flush(
-            collected.samples, loaded, rec.states, rec.now_ms, gone=gone, lapsed=lapsed, tokens=tokens
+            collected.samples, loaded, states, now_ms, gone=gone, lapsed=lapsed, tokens=tokens
         )
-        await rec.publish(self.events, self.delivery)
+        record.report(self.metrics, collected, steps, slots, now_ms)
+        await record.publish(record.tick_events(collected, steps, now_ms), self.events, self.delivery, done)
         if self.archive is not None:  # a hand-over: never waits for the disk, never raises
-            self.archive.hand_over(rec.now_ms, collected.samples, outcomes)
+            self.archive.hand_over(now_ms, collected.samples, done)
         if only_job is None:  # a whole tick: it also tells /readyz that the loop is alive
-            rec.lap("record")
-            self.metrics.report_tick(time.perf_counter() - rec.started, rec.stages)
+            timer.lap("record")
+            self.metrics.report_tick(timer.total_s, timer.stages)
             self.clusters.report_jobs(collected.samples)
-        return TickReport(rec.now_ms, tuple(outcomes), collected.cluster_errors)
+        return TickReport(now_ms, tuple(done), collected.cluster_errors)
 
     def _forget(self, job_keys: Sequence[str]) -> None:
         """This process no longer acts on these jobs: drop their Spark windows, restored-window marks

@@ -336,6 +336,19 @@ class Unavailable:
         return self.target.job
 
 
+@dataclass(frozen=True, slots=True)
+class InvalidOptions:
+    """A job whose ``job.autoscaler.*`` options cannot be read (``Discovery.invalid``): not sampled,
+    and told why (``message``, the validation's words)."""
+
+    target: JobTarget
+    message: str
+
+    @property
+    def job(self) -> JobRef:
+        return self.target.job
+
+
 class ScaleUpGain(NamedTuple):
     """What a vertex's last scale-up promised and delivered: the processing-rate increase (records/s)
     expected at decision time and the one measured now. The IneffectiveScaling event carries both, as

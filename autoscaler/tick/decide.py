@@ -45,8 +45,21 @@ from autoscaler.slot_fit import below_request, below_text, slots_short_of_reques
 from autoscaler.state import DelayedScaleDown, JobState, PendingRescale
 from autoscaler.state.tick import Loaded
 from autoscaler.tick.each import each_job
-from autoscaler.tick.record import TickRecord
-from autoscaler.tick.steps import Confirmation, Decision, JobOutcome, JobStep
+from autoscaler.tick.steps import (
+    Confirmation,
+    Confirmed,
+    Decided,
+    Decision,
+    JobEvaluated,
+    JobOutcome,
+    JobStep,
+    NotEvaluated,
+    Notice,
+    Resubmitted,
+    SlotsShort,
+    Stuck,
+    Verified,
+)
 from autoscaler.tick.texts import refused_hold_text, stuck_hold_text
 from autoscaler.unknown_metrics import metrics_unknown, partly_unknown
 
@@ -541,7 +554,7 @@ async def decide_jobs(
     samples: Sequence[JobSample],
     loaded: Loaded,
     evaluated: Evaluated,
-    rec: TickRecord,
+    now_ms: int,
     *,
     flink_cooldown_ms: Mapping[str, int],
     confirm_timeout: timedelta,
@@ -550,78 +563,76 @@ async def decide_jobs(
     """Settle each job's pending rescale, then run the gates on its evaluation.
 
     ``flink_cooldown_ms`` is each cluster's adaptive-scheduler cooldown (cluster name -> ms);
-    ``interval`` the control loop's, the first step of a refused PUT's backoff.
+    ``interval`` the control loop's, the first step of a refused PUT's backoff. A job the gates hold
+    back ends here, with its next state; one to rescale goes on to the plugins.
     """
 
     async def one(step: JobStep) -> JobStep:
         job, options = step.job, step.sample.target.options
-        state = _follow_job_id(step.sample, loaded.states[job.key], rec)
-        state = _confirm_pending(step.sample, state, rec, confirm_timeout)
+        state, told = _follow_job_id(step.sample, loaded.states[job.key])
+        state, confirmed = _confirm_pending(step.sample, state, now_ms, confirm_timeout)
         below = below_request(step.sample.topology, _standing(state))
-        short = slots_short_of_request(step.sample.topology, below)
-        rec.metrics.job_slots_short.labels(job.cluster, job.name).set(short)
+        short = SlotsShort(slots_short_of_request(step.sample.topology, below))
+        step = step.noting(*told, *confirmed, short)
         evaluation = evaluated.evaluations.get(job.key)
         if evaluation is None:
-            rec.save(job.key, state)
             detail = evaluated.error or "no evaluation for this job"
-            return replace(step, outcome=rec.not_evaluated(job, options, detail))
-        rec.evaluated(evaluation)
-        cooldown_ms = flink_cooldown_ms[job.cluster]
+            return step.ended(
+                JobOutcome(job, now_ms, Reason.AUTOSCALER_ERROR, detail), NotEvaluated(detail), state=state
+            )
+        step = step.noting(JobEvaluated(evaluation))
         decision = decide(
             evaluation,
             state,
             options,
-            rec.now_ms,
-            flink_cooldown_ms=cooldown_ms,
+            now_ms,
+            flink_cooldown_ms=flink_cooldown_ms[job.cluster],
             stuck_retry_ms=stuck_retry_ms(state, confirm_timeout),
             refused_retry_ms=refused_retry_ms(state, interval),
             below=below,
         )
-        decision = _verify_last_scaling(decision, rec)
-        rec.decided(decision, options)
+        decision, verified = _verify_last_scaling(decision, now_ms)
+        step = replace(step.noting(*verified, Decided(decision)), decision=decision)
         if not decision.applies:
-            rec.save(job.key, decision.state)
-            ended = JobOutcome(job, rec.now_ms, decision.outcome, decision.detail, decision)
-            return replace(step, decision=decision, outcome=rec.outcome(ended))
-        return replace(step, decision=decision)
+            ended = JobOutcome(job, now_ms, decision.outcome, decision.detail, decision)
+            return step.ended(ended, state=decision.state)
+        return step
 
-    return await each_job([JobStep(s) for s in samples], rec, one)
+    return await each_job([JobStep(s) for s in samples], now_ms, one)
 
 
-def _follow_job_id(sample: JobSample, state: JobState, rec: TickRecord) -> JobState:
+def _follow_job_id(sample: JobSample, state: JobState) -> tuple[JobState, tuple[Notice, ...]]:
     """The job's state for the JobID running now. The state is keyed by job name, so a resubmitted job
     (a new JobID: a JobManager restarted without HA, a user's resubmission) finds its predecessor's:
     told once (the saved state then holds the new JobID), it keeps the name's history and drops what
     belonged to the old JobID (``JobState.for_resubmission``)."""
     job, known = sample.job, state.known_job_id
     if known is not None and known != job.job_id:
-        rec.resubmitted(job, known, state, sample.target.options)
-        return state.for_resubmission(job.job_id)
+        return state.for_resubmission(job.job_id), (Resubmitted(known, state),)
     # The same JobID, or nothing to compare with (a new job, state stored before the JobID was kept).
-    return state if state.job_id == job.job_id else replace(state, job_id=job.job_id)
+    return (state if state.job_id == job.job_id else replace(state, job_id=job.job_id)), ()
 
 
-def _confirm_pending(sample: JobSample, state: JobState, rec: TickRecord, timeout: timedelta) -> JobState:
+def _confirm_pending(
+    sample: JobSample, state: JobState, now_ms: int, timeout: timedelta
+) -> tuple[JobState, tuple[Notice, ...]]:
     """Close a pending rescale once /jobs/:id shows it, or report it stuck after ``timeout``."""
     pending = state.pending
     if pending is None:
-        return state
-    job = sample.job
+        return state, ()
     result = confirm(pending, sample)
     if result.done:
-        rec.confirmed(job, result, {v.id: v.name for v in sample.topology})
         history = state.history
         if history and history[-1].ts_ms == pending.issued_ms:
-            last = replace(
-                history[-1], confirmed_ms=rec.now_ms, restart_duration_ms=result.restart_duration_ms
-            )
+            last = replace(history[-1], confirmed_ms=now_ms, restart_duration_ms=result.restart_duration_ms)
             history = (*history[:-1], last)
-        return replace(state, pending=None, history=history, stuck_rescales=0, stuck_ms=None)
-    if rec.now_ms - pending.issued_ms > to_ms(timeout):
-        stuck = replace(state, pending=None, stuck_rescales=state.stuck_rescales + 1, stuck_ms=rec.now_ms)
-        rec.stuck(job, pending, timeout, stuck.stuck_rescales, stuck_retry_ms(stuck, timeout))
-        return stuck
-    return state
+        confirmed = replace(state, pending=None, history=history, stuck_rescales=0, stuck_ms=None)
+        return confirmed, (Confirmed(result, {v.id: v.name for v in sample.topology}),)
+    if now_ms - pending.issued_ms > to_ms(timeout):
+        stuck = replace(state, pending=None, stuck_rescales=state.stuck_rescales + 1, stuck_ms=now_ms)
+        retry = stuck_retry_ms(stuck, timeout)
+        return stuck, (Stuck(pending, timeout, stuck.stuck_rescales, retry),)
+    return state, ()
 
 
 STUCK_BACKOFF_CAP = timedelta(hours=1)
@@ -670,20 +681,20 @@ def refused_retry_ms(state: JobState, interval: timedelta) -> int | None:
 _NOT_JUDGED = frozenset({Reason.RESCALE_IN_FLIGHT, Reason.METRICS_UNKNOWN})
 
 
-def _verify_last_scaling(decision: Decision, rec: TickRecord) -> Decision:
+def _verify_last_scaling(decision: Decision, now_ms: int) -> tuple[Decision, tuple[Notice, ...]]:
     """The first tick after a confirmed rescale whose window is full (and its metrics known) measures
     what the rescale delivered, once; the verdict joins the rescale's record in the next state. Only
     the JobID the rescale was asked of measures it: a resubmitted job's metrics say nothing of it."""
     evaluation, state = decision.evaluation, decision.state
     if evaluation is None or evaluation.not_ready is not None or decision.outcome in _NOT_JUDGED:
-        return decision
+        return decision, ()
     if state.last_scaling_of_job_id is None:
-        return decision
-    verified = verify_last_scaling(state.history, evaluation, rec.now_ms)
+        return decision, ()
+    verified = verify_last_scaling(state.history, evaluation, now_ms)
     if verified is None:
-        return decision
-    rec.verified(evaluation, verified)
-    return replace(decision, state=replace(state, history=(*state.history[:-1], verified)))
+        return decision, ()
+    decision = replace(decision, state=replace(state, history=(*state.history[:-1], verified)))
+    return decision, (Verified(evaluation, verified),)
 
 
 def confirm(pending: PendingRescale, sample: JobSample) -> Confirmation:

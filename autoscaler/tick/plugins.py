@@ -15,8 +15,8 @@ from autoscaler.plugins.chain import ChainResult, PluginOutcome, order_plugins, 
 from autoscaler.plugins.configured import ConfiguredChain, PluginInstances
 from autoscaler.reasons import Reason
 from autoscaler.tick.each import each_job
-from autoscaler.tick.record import TickRecord
-from autoscaler.tick.steps import Decision, JobOutcome, JobStep
+from autoscaler.tick.steps import Decision, JobOutcome, JobStep, PluginsRan, Vetoed
+from autoscaler.tick.texts import vetoed_text
 
 __all__ = ["ChainLog", "run_plugins"]
 
@@ -38,13 +38,14 @@ class ChainLog:
 
 async def run_plugins(
     steps: Sequence[JobStep],
-    rec: TickRecord,
+    now_ms: int,
     *,
     plugins: PluginInstances,
     clusters: Clusters,
     chain_log: ChainLog,
 ) -> list[JobStep]:
-    """Each job's configured executor chain approves, modifies or vetoes its decided changes."""
+    """Each job's configured executor chain approves, modifies or vetoes its decided changes; a vetoed
+    job ends here, with its decided state."""
 
     async def one(step: JobStep) -> JobStep:
         decision, options = step.decision, step.sample.target.options
@@ -54,20 +55,18 @@ async def run_plugins(
         if not configured.plugins and not configured.problems:
             return step
         chain = await _run_chain(decision, configured, clusters)
-        rec.plugins(step.job, chain, options)
+        step = replace(step.noting(PluginsRan(chain)), chain=chain)
         if chain.vetoed_by is not None or chain.changes is None:
-            rec.save(step.job.key, decision.state)
-            text = rec.vetoed(step.job, chain, options)
             # A plugin that broke (raised, overran, answered garbage) is not a deliberate veto: the job's
             # outcome says PluginFailed, so an alert on it fires (the scaling is vetoed all the same).
             failed = chain.vetoed_by is not None and chain.vetoed_by.outcome is Reason.PLUGIN_FAILED
             reason = Reason.PLUGIN_FAILED if failed else Reason.SCALING_VETOED
-            ended = JobOutcome(step.job, rec.now_ms, reason, text, decision, chain)
-            return replace(step, chain=chain, outcome=rec.outcome(ended))
+            ended = JobOutcome(step.job, now_ms, reason, vetoed_text(chain), decision, chain)
+            return step.ended(ended, Vetoed(chain), state=decision.state)
         decision = decision.with_changes(chain.changes, Reason.SCALING, decision.detail)
-        return replace(step, decision=decision, chain=chain)
+        return replace(step, decision=decision)
 
-    return await each_job(steps, rec, one)
+    return await each_job(steps, now_ms, one)
 
 
 async def _run_chain(decision: Decision, configured: ConfiguredChain, clusters: Clusters) -> ChainResult:

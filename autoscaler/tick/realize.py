@@ -14,6 +14,8 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Protocol
 
+import structlog
+
 from autoscaler.cluster import Clusters
 from autoscaler.evaluate.history import needed_capacity, record_metrics, trim_history
 from autoscaler.flink.errors import FlinkHTTPError
@@ -22,13 +24,23 @@ from autoscaler.memory_advice import advice_for
 from autoscaler.model import JobRef, VertexId
 from autoscaler.reasons import Reason
 from autoscaler.state import PendingRescale, ScalingRecord
-from autoscaler.state.events import EventType
 from autoscaler.tick.decide import refused_retry_ms
-from autoscaler.tick.each import each_job
-from autoscaler.tick.record import TickRecord
-from autoscaler.tick.steps import JobOutcome, JobStep, RealizeResult
+from autoscaler.tick.each import each_job, failed
+from autoscaler.tick.steps import (
+    JobOutcome,
+    JobStep,
+    LeaseExpired,
+    MemoryAdvised,
+    Realized,
+    RealizeResult,
+    Rejected,
+    Rescaling,
+)
+from autoscaler.tick.texts import LEASE_EXPIRED_TEXT, rejected_text
 
 __all__ = ["RequirementsClient", "realize", "realize_jobs"]
+
+log = structlog.get_logger(__name__)
 
 
 class RequirementsClient(Protocol):
@@ -56,61 +68,58 @@ async def realize(client: RequirementsClient, job: JobRef, desired: Mapping[Vert
 
 async def realize_jobs(
     steps: Sequence[JobStep],
-    rec: TickRecord,
+    now_ms: int,
     *,
     clusters: Clusters,
-    now_ms: Callable[[], int],
+    clock_ms: Callable[[], int],
     interval: timedelta = timedelta(seconds=10),
-) -> list[JobOutcome]:
+) -> list[JobStep]:
     """Ask Flink for each approved parallelism (idempotently) and remember the rescale as pending.
 
-    ``now_ms`` reads the clock: the lease is checked at the moment of the request, not the tick's
-    start, since another daemon may act once it has lapsed. A PUT Flink refuses (4xx: a read-only
-    proxy, a request Flink finds invalid) is ``RescaleRejected``: the next is asked a control
+    ``clock_ms`` reads the clock: the lease is checked at the moment of the request, not the tick's
+    start (``now_ms``), since another daemon may act once it has lapsed. A PUT Flink refuses (4xx: a
+    read-only proxy, a request Flink finds invalid) is ``RescaleRejected``: the next is asked a control
     ``interval`` later, then after a backoff doubling with each refusal in a row (``decide_jobs``),
-    instead of a refused PUT every tick.
+    instead of a refused PUT every tick. Every step comes back ended.
     """
 
     async def one(step: JobStep) -> JobStep:
         decision, options, job = step.decision, step.sample.target.options, step.job
         assert decision is not None
         cluster = clusters[job.cluster]
-        if not cluster.holds_job(job.key, now_ms()):
-            text = rec.lease_expired(decision)
-            ended = JobOutcome(job, rec.now_ms, Reason.LEASE_EXPIRED, text, decision, step.chain)
-            return replace(step, outcome=rec.outcome(ended))
-        rec.rescaling(decision)
+        if not cluster.holds_job(job.key, clock_ms()):
+            ended = JobOutcome(job, now_ms, Reason.LEASE_EXPIRED, LEASE_EXPIRED_TEXT, decision, step.chain)
+            return step.ended(ended, LeaseExpired(decision))
+        step = step.noting(Rescaling(decision))
         desired = {vid: c.target for vid, c in decision.changes.items()}
         try:
             realized = await realize(cluster.client, job, desired)
         except FlinkHTTPError as err:
             if not 400 <= err.status < 500:
-                raise
+                return failed(step, now_ms, err)
             refused = replace(
-                decision.state, refused_rescales=decision.state.refused_rescales + 1, refused_ms=rec.now_ms
+                decision.state, refused_rescales=decision.state.refused_rescales + 1, refused_ms=now_ms
             )
-            rec.save(job.key, refused)
             retry = refused_retry_ms(refused, interval)
-            text = rec.rejected(job, desired, err, refused.refused_rescales, retry, options)
-            ended = JobOutcome(job, rec.now_ms, Reason.RESCALE_REJECTED, text, decision, step.chain)
-            return replace(step, outcome=rec.outcome(ended))
+            rejected = Rejected(desired, err.status, tuple(err.messages), refused.refused_rescales, retry)
+            text = rejected_text(rejected, now_ms)
+            ended = JobOutcome(job, now_ms, Reason.RESCALE_REJECTED, text, decision, step.chain)
+            return step.ended(ended, rejected, state=refused)
+        except Exception as exc:  # told after its ScalingReport
+            return failed(step, now_ms, exc)
         previous = {vid: c.current for vid, c in decision.changes.items()}
-        pending = PendingRescale(job.job_id, rec.now_ms, desired, previous)
+        pending = PendingRescale(job.job_id, now_ms, desired, previous)
         change_map = {vid: (c.current, c.target) for vid, c in decision.changes.items()}
         metrics = record_metrics(decision.evaluation, change_map) if decision.evaluation else {}
         needed = needed_capacity(decision.evaluation, change_map) if decision.evaluation else {}
-        record = ScalingRecord(
-            rec.now_ms, change_map, metrics=metrics, needed_capacity=needed, job_id=job.job_id
-        )
+        record = ScalingRecord(now_ms, change_map, metrics=metrics, needed_capacity=needed, job_id=job.job_id)
         scaled = replace(decision.state.with_scaling(record, pending), refused_rescales=0, refused_ms=None)
-        rec.save(job.key, replace(scaled, history=trim_history(scaled.history, rec.now_ms, options)))
+        scaled = replace(scaled, history=trim_history(scaled.history, now_ms, options))
         advice = advice_for(step.sample, desired)  # TaskManager memory: advised, never applied over REST
-        if advice is not None:
-            kind, text = Reason.CONFIGURATION_RECOMMENDATION, advice.text()
-            rec.job_event(job.key, options, kind, EventType.NORMAL, text, key="MemoryTuning")
-        rec.realized(job, realized, desired)
-        ended = JobOutcome(job, rec.now_ms, Reason.SCALING, decision.detail, decision, step.chain, realized)
-        return replace(step, outcome=rec.outcome(ended))
+        advised = (MemoryAdvised(advice),) if advice is not None else ()
+        if not realized.issued:
+            log.info("requirements_already_match", desired=desired)
+        ended = JobOutcome(job, now_ms, Reason.SCALING, decision.detail, decision, step.chain, realized)
+        return step.ended(ended, *advised, Realized(realized, desired), state=scaled)
 
-    done = await each_job(steps, rec, one)
-    return [s.outcome for s in done if s.outcome is not None]
+    return await each_job(steps, now_ms, one)

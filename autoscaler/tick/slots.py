@@ -4,31 +4,28 @@ Between the plugins and realize (``autoscaler.tick.realize``), because a plugin 
 only what is asked of Flink takes slots. The jobs of a cluster claim its free slots one after another,
 so the order is the arbitration between them: ``scaling.slot-priority``, then backlog pressure, then job
 key. What fits and what is trimmed is :mod:`autoscaler.slot_fit`; this module applies
-``scaling.insufficient-slots`` and reports (event, counter, log line, the slot gauges). A rescale that
+``scaling.insufficient-slots``; the record stage tells of it (event, counter, the slot gauges). A rescale that
 would fit with the slots this daemon's scale-downs left idle waits for them instead of being capped:
 Flink gives them back about a minute after the restart (:mod:`autoscaler.idle_slots`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import structlog
 
-from autoscaler.durations import utc_text
 from autoscaler.model import VertexChange
 from autoscaler.reasons import Reason
 from autoscaler.resources import required_slots
 from autoscaler.settings import InsufficientSlots
-from autoscaler.slot_fit import CAPPED_TEXT, IdleSlots, SlotBudget, SlotFit, backlog_seconds, fit_slots
-from autoscaler.state.events import EventType
+from autoscaler.slot_fit import IdleSlots, SlotBudget, backlog_seconds, fit_slots
 from autoscaler.tick.decide import describe_changes
-from autoscaler.tick.record import TickRecord
-from autoscaler.tick.steps import JobOutcome, JobStep
+from autoscaler.tick.steps import JobOutcome, JobStep, SlotsLimited, WaitsForIdleSlots
+from autoscaler.tick.texts import idle_wait_text, slots_text
 
-__all__ = ["claim_slots"]
+__all__ = ["Claimed", "claim_slots", "slot_hungry"]
 
 log = structlog.get_logger(__name__)
 
@@ -47,15 +44,25 @@ def slot_hungry(steps: Sequence[JobStep]) -> set[str]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """The slot stage's result: every step (the rescales trimmed or held to what fits) and each
+    cluster's ``(total, free)`` slots it claimed from (total 0: unknown), for the record stage's
+    gauges."""
+
+    steps: tuple[JobStep, ...]
+    slots: Mapping[str, tuple[int, int]]
+
+
 def claim_slots(
     steps: Sequence[JobStep],
-    rec: TickRecord,
+    now_ms: int,
     idle: Mapping[str, Sequence[IdleSlots]] | None = None,
     fresh: Mapping[str, tuple[int, int]] | None = None,
-) -> list[JobStep]:
+) -> Claimed:
     """Each approved rescale against its cluster's free slots, which the rescales of a cluster claim
     one after another (``autoscaler.slot_fit``); ``scaling.insufficient-slots`` says what one that does
-    not fit does. Also reports every sampled job's slots and its cluster's, as gauges.
+    not fit does.
 
     Jobs claim by ``scaling.slot-priority`` (higher first), then backlog pressure (more first), then
     key; one held back because those before it took the free slots says so. Unknown slots (the
@@ -65,6 +72,7 @@ def claim_slots(
     (``Clusters.free_slots_now``), which replace the tick's.
     """
     budgets: dict[str, SlotBudget] = {}
+    readings: dict[str, tuple[int, int]] = {}  # before any claim
     for step in steps:
         tm, job = step.sample.taskmanagers, step.job
         if job.cluster not in budgets:
@@ -78,14 +86,11 @@ def claim_slots(
                     detail="the free slots changed since the tick began: claiming from the new reading",
                 )
             budgets[job.cluster] = SlotBudget(total, free, idle=list((idle or {}).get(job.cluster, ())))
-            known = total > 0  # unknown (no TaskManager listing): NaN, not the last figure
-            rec.metrics.cluster_slots.labels(job.cluster, "total").set(total if known else math.nan)
-            rec.metrics.cluster_slots.labels(job.cluster, "free").set(free if known else math.nan)
-        rec.metrics.job_slots.labels(job.cluster, job.name).set(required_slots(step.sample.topology))
+            readings[job.cluster] = (total, free)
     rescales = [s for s in steps if s.outcome is None and s.decision is not None and s.decision.applies]
     ranked = sorted((_rank(step), step) for step in rescales)
-    claimed = {id(step): _claim(step, rank, budgets[step.job.cluster], rec) for rank, step in ranked}
-    return [claimed.get(id(step), step) for step in steps]
+    claimed = {id(step): _claim(step, rank, budgets[step.job.cluster], now_ms) for rank, step in ranked}
+    return Claimed(tuple(claimed.get(id(step), step) for step in steps), readings)
 
 
 def _rank(step: JobStep) -> tuple[int, float, str]:
@@ -95,7 +100,7 @@ def _rank(step: JobStep) -> tuple[int, float, str]:
     return -step.sample.target.options.slot_priority, -backlog, step.job.key
 
 
-def _claim(step: JobStep, rank: tuple[int, float, str], budget: SlotBudget, rec: TickRecord) -> JobStep:
+def _claim(step: JobStep, rank: tuple[int, float, str], budget: SlotBudget, now_ms: int) -> JobStep:
     decision, sample, job = step.decision, step.sample, step.job
     assert decision is not None
     if not budget.known:
@@ -110,7 +115,7 @@ def _claim(step: JobStep, rank: tuple[int, float, str], budget: SlotBudget, rec:
     if mode is not InsufficientSlots.IGNORE and sample.target.options.wait_for_idle_slots and budget.coming:
         whole = fit_slots(sample.topology, targets, budget.free + budget.coming, sample.num_source_partitions)
         if whole.fits:
-            return _wait_for_idle(step, fit, budget.promise(whole), rec)
+            return _wait_for_idle(step, WaitsForIdleSlots(fit, tuple(budget.promise(whole))), now_ms)
     names = {v.id: v.name for v in sample.topology}
     changes = {
         vid: VertexChange(vid, c.current, fit.targets[vid])
@@ -118,29 +123,27 @@ def _claim(step: JobStep, rank: tuple[int, float, str], budget: SlotBudget, rec:
         if fit.targets[vid] != c.current
     }
     grows = any(c.target > c.current for c in changes.values())
+    asked: tuple[tuple[str, int, int], ...] = ()
     if mode is InsufficientSlots.IGNORE:
-        action, text = "ignored", f"{fit.numbers}: asking for all of it (scaling.insufficient-slots IGNORE)"
+        action = "ignored"
     elif mode is InsufficientSlots.CAP and changes and grows:
-        asked = ", ".join(
-            f"{names.get(vid, vid)} {c.target} (wanted {targets[vid]})"
+        action = "capped"
+        asked = tuple(
+            (names.get(vid, vid), c.target, targets[vid])
             for vid, c in changes.items()
             if c.target != targets[vid]
         )
-        action, text = "capped", f"{fit.numbers}: {CAPPED_TEXT}, {asked}"
     else:
-        action, text = "waited", f"{fit.numbers}: not rescaling until it fits"
+        action = "waited"
     # Held back by the jobs before it, or short even alone?
     why = "claimed" if fit.needed <= fit.own + fit.free + budget.claimed else "short"
-    if budget.claims:
-        text += f"; before it this tick (scaling.slot-priority, then backlog): {', '.join(budget.claims)}"
-    options = sample.target.options
-    rec.metrics.slot_limited.labels(job.cluster, job.name, action, why).inc()
+    limited = SlotsLimited(action, why, fit, asked, tuple(budget.claims))
+    text = slots_text(limited)
     log.warning("rescale_slots_short", cluster=job.cluster, job=job.name, action=action, detail=text)
-    rec.job_event(job.key, options, Reason.SCALING_LIMITED, EventType.WARNING, text, key="slots")
+    step = step.noting(limited)
     if action == "waited":
-        rec.save(job.key, decision.state)
-        ended = JobOutcome(job, rec.now_ms, Reason.WAITING_FOR_SLOTS, text, decision, step.chain)
-        return replace(step, outcome=rec.outcome(ended))
+        ended = JobOutcome(job, now_ms, Reason.WAITING_FOR_SLOTS, text, decision, step.chain)
+        return step.ended(ended, state=decision.state)
     budget.claim(fit, who)
     if action == "ignored":
         return step
@@ -148,21 +151,11 @@ def _claim(step: JobStep, rank: tuple[int, float, str], budget: SlotBudget, rec:
     return replace(step, decision=decision.with_changes(changes, Reason.SCALING, detail))
 
 
-def _wait_for_idle(step: JobStep, fit: SlotFit, idle: Sequence[IdleSlots], rec: TickRecord) -> JobStep:
+def _wait_for_idle(step: JobStep, waits: WaitsForIdleSlots, now_ms: int) -> JobStep:
     """Hold the whole rescale until the idle slots it needs are back, instead of capping it now."""
     decision, job = step.decision, step.job
     assert decision is not None
-    until = max(i.until_ms for i in idle)
-    whose = ", ".join(f"{i.job} ({i.slots})" for i in idle)
-    text = (
-        f"{fit.numbers}: slots that smaller runs left idle come free by {utc_text(until)} ({whose}; "
-        "Flink keeps them for slot.idle.timeout after the restart): waiting for them instead of "
-        "restarting now onto fewer and again later"
-    )
-    options = step.sample.target.options
-    rec.metrics.slot_limited.labels(job.cluster, job.name, "waited", "idle").inc()
+    text = idle_wait_text(waits)
     log.info("rescale_waits_for_idle_slots", cluster=job.cluster, job=job.name, detail=text)
-    rec.job_event(job.key, options, Reason.SCALING_LIMITED, EventType.NORMAL, text, key="slots")
-    rec.save(job.key, decision.state)
-    ended = JobOutcome(job, rec.now_ms, Reason.WAITING_FOR_SLOTS, text, decision, step.chain)
-    return replace(step, outcome=rec.outcome(ended))
+    ended = JobOutcome(job, now_ms, Reason.WAITING_FOR_SLOTS, text, decision, step.chain)
+    return step.ended(ended, waits, state=decision.state)

@@ -1,10 +1,10 @@
-"""The texts of the record stage's events that are built from plain values: the reference's
-ScalingReport (and the key that deduplicates it), IneffectiveScaling and ScalingLimited, and our
-ScalingVerified and JobResubmitted.
+"""Every text the tick tells the operator, built from plain values: the reference's ScalingReport
+(and the key that deduplicates it), IneffectiveScaling, ScalingLimited and Scaling, and ours (ScalingVerified,
+JobResubmitted, the backoffs, vetoes, slots, confirmations).
 
-They live apart from :class:`~autoscaler.tick.record.TickRecord` so the ledger stays about when and how
-events and metrics are reported, and a text can be tested from a decision or a scaling record alone.
-``autoscaler.tick.record`` re-exports :func:`report_text` and :func:`changes_key`.
+Each text is written here only: a stage that needs one for a decision's or an outcome's detail calls
+the same function the record stage calls for the event, so a text can be tested from a notice, a
+decision or a scaling record alone.
 """
 
 from __future__ import annotations
@@ -18,22 +18,38 @@ from autoscaler.durations import utc_text
 from autoscaler.evaluate.javamath import java_double_text, java_fixed
 from autoscaler.evaluate.scaler import expected_processing_rate
 from autoscaler.model import VertexEvaluation, VertexId
+from autoscaler.plugins.chain import ChainResult, PluginOutcome
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
+from autoscaler.slot_fit import CAPPED_TEXT, below_text
 from autoscaler.state import JobState, ScalingRecord
-from autoscaler.tick.steps import Decision
+from autoscaler.tick.steps import (
+    Confirmed,
+    Decision,
+    RealizeResult,
+    Rejected,
+    SlotsLimited,
+    WaitsForIdleSlots,
+)
 
 __all__ = [
+    "LEASE_EXPIRED_TEXT",
     "changes_key",
+    "confirmed_text",
+    "idle_wait_text",
     "ineffective_text",
     "limited_text",
+    "plugin_text",
     "refused_hold_text",
     "rejected_text",
     "report_text",
+    "requirements_text",
     "resubmission_text",
+    "slots_text",
     "stuck_hold_text",
     "stuck_text",
     "verification_text",
+    "vetoed_text",
 ]
 
 
@@ -183,13 +199,84 @@ def refused_hold_text(n: int, retry_ms: int, now_ms: int) -> str:
     )
 
 
-def rejected_text(
-    desired: Mapping[VertexId, int], status: int, why: str, n: int, retry_ms: int | None, now_ms: int
-) -> str:
-    """The ``RescaleRejected`` event: Flink refused the PUT (HTTP ``status``, its words ``why``)."""
-    after = _next_rescale(retry_ms, now_ms)
-    return f"Flink refused the rescale to {desired} (HTTP {status}: {why}; {n} in a row){after}"
+def rejected_text(rejected: Rejected, now_ms: int) -> str:
+    """The ``RescaleRejected`` event and outcome: Flink refused the PUT (its HTTP status, its words)."""
+    why = "; ".join(rejected.messages) or "no message"
+    after = _next_rescale(rejected.retry_ms, now_ms)
+    return (
+        f"Flink refused the rescale to {dict(rejected.desired)} (HTTP {rejected.status}: {why}; "
+        f"{rejected.in_a_row} in a row){after}"
+    )
 
 
 def _next_rescale(retry_ms: int | None, now_ms: int) -> str:
     return f"; the next rescale not before {(retry_ms - now_ms) / 1000:.0f} s from now" if retry_ms else ""
+
+
+def vetoed_text(chain: ChainResult) -> str:
+    """A vetoed job's outcome, and its ``ScalingVetoed`` event: which plugin, and its words."""
+    vetoed = chain.vetoed_by
+    plugin, why = (vetoed.plugin, vetoed.detail) if vetoed else ("?", "")
+    return f"scaling vetoed by plugin {plugin}" + (f": {why}" if why else "")
+
+
+LEASE_EXPIRED_TEXT = (
+    "the job's lease (its cluster's or shard's) expired during this tick (another daemon may act): "
+    "not rescaling"
+)
+
+
+def slots_text(limited: SlotsLimited) -> str:
+    """The ``ScalingLimited`` text of a rescale that does not fit the free slots, as the job's
+    decision or outcome says it too: what it needs and what the mode did, and who claimed before it."""
+    numbers = limited.fit.numbers
+    if limited.action == "ignored":
+        text = f"{numbers}: asking for all of it (scaling.insufficient-slots IGNORE)"
+    elif limited.action == "capped":
+        asked = ", ".join(f"{name} {target} (wanted {wanted})" for name, target, wanted in limited.asked)
+        text = f"{numbers}: {CAPPED_TEXT}, {asked}"
+    else:
+        text = f"{numbers}: not rescaling until it fits"
+    if limited.before:
+        text += f"; before it this tick (scaling.slot-priority, then backlog): {', '.join(limited.before)}"
+    return text
+
+
+def idle_wait_text(waits: WaitsForIdleSlots) -> str:
+    """The ``ScalingLimited`` text (and outcome) of a rescale waiting for slots other jobs left idle."""
+    until = max(i.until_ms for i in waits.idle)
+    whose = ", ".join(f"{i.job} ({i.slots})" for i in waits.idle)
+    return (
+        f"{waits.fit.numbers}: slots that smaller runs left idle come free by {utc_text(until)} ({whose}; "
+        "Flink keeps them for slot.idle.timeout after the restart): waiting for them instead of "
+        "restarting now onto fewer and again later"
+    )
+
+
+def confirmed_text(confirmed: Confirmed) -> str:
+    """The ``ScalingConfirmed`` text, or the ``ScalingLimited`` one of a rescale Flink ran below what
+    was asked (too few free slots)."""
+    result, names = confirmed.confirmation, confirmed.names
+    got = ", ".join(f"{names.get(v, v)} {p}" for v, p in result.actual.items())
+    if not result.capped:
+        return f"rescale running: {got}"
+    asked = result.asked
+    below = {v: (p, asked[v]) for v, p in result.actual.items() if v in asked and p < asked[v]}
+    short = below_text(below, names)
+    return (
+        f"Flink runs {short or got} (too few free slots): the request stands, and Flink scales "
+        "the job to it as slots come"
+    )
+
+
+def requirements_text(realized: RealizeResult) -> str:
+    """The reference's ``Scaling`` event text: the requirements Flink was asked for."""
+    body = ", ".join(f"{vid}: {b.lower}..{b.upper}" for vid, b in realized.requirements.items())
+    return f"In-place scaling triggered, the new requirements is {{{body}}}"
+
+
+def plugin_text(outcome: PluginOutcome) -> str:
+    """One executor plugin's verdict, as its event says it."""
+    return f"executor plugin {outcome.plugin}: {outcome.outcome}" + (
+        f" ({outcome.detail})" if outcome.detail else ""
+    )

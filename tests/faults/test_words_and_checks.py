@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
+from told import told
 
 from autoscaler.cli import main
+from autoscaler.cluster import Collected
 from autoscaler.collect.sanity import without_impossible
 from autoscaler.health import Health, serve_http
 from autoscaler.leases import ClusterLease, LeaseKeeper
@@ -32,7 +34,6 @@ from autoscaler.state import db as db_module
 from autoscaler.state.tick import TickStore
 from autoscaler.testing import make_evaluation, make_sample, make_topology, vertex_eval
 from autoscaler.tick.decide import decide
-from autoscaler.tick.record import TickRecord
 
 pytestmark = pytest.mark.faults
 
@@ -62,7 +63,7 @@ def test_a_huge_or_infinite_value_is_named_as_what_it_is_not_negative() -> None:
     metrics = MetricsReporter()
     sample = make_sample(topology, invalid_values=invalid)
     with capture_logs() as logs:
-        TickRecord(0, metrics).invalid_values(sample)
+        told(collected=Collected(samples=(sample,)), metrics=metrics)
     (line,) = [entry for entry in logs if entry["event"] == "metric_values_invalid"]
     assert line["kinds"] == ["infinite", "negative", "too_large"]
     assert line["detail"].startswith("metric values that cannot be (1 negative, 1 infinite, 1 too large)")
@@ -74,7 +75,7 @@ def test_a_huge_or_infinite_value_is_named_as_what_it_is_not_negative() -> None:
     huge = tuple(v for v in invalid if v.kind == "too_large")
     only_huge = make_sample(topology, invalid_values=huge)
     with capture_logs() as logs:
-        TickRecord(0, metrics).invalid_values(only_huge)
+        told(collected=Collected(samples=(only_huge,)), metrics=metrics)
     (line,) = [entry for entry in logs if entry["event"] == "metric_values_invalid"]
     assert "negative" not in line["detail"] and "too large" in line["detail"]
     assert line["values"] == [str(huge[0])] and line["kinds"] == ["too_large"]

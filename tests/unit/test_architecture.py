@@ -64,14 +64,13 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
         ),
     ),
 ]
-# The one knot left, and why (issue 37, item 1): the collect stage still reports through the tick's
-# ledger (``tick.record.TickRecord``), which the later stages also call ``Clusters`` beside. It goes
-# when the stages return their notices as values; the test fails if it grows or once it is gone.
-KNOWN_UPWARD = {("cluster", "tick")}
-KNOWN_KNOTS = [["cluster", "tick"]]
-# The tick package's modules, lowest first: each imports only modules before it. The ledger
-# (``record``) sits below the stages while they still write to it; the record stage belongs on top.
-TICK_ORDER = ["steps", "texts", "delivery", "record", "each", "decide", "plugins", "slots", "realize"]
+# Upward imports and package knots allowed (none: the stages return values, and the record stage, on top,
+# is the one that writes; the test fails if one appears).
+KNOWN_UPWARD: set[tuple[str, str]] = set()
+KNOWN_KNOTS: list[list[str]] = []
+# The tick package's modules, lowest first: each imports only modules before it. The record stage is
+# on top: it reads every stage's values and no stage reads it.
+TICK_ORDER = ["steps", "texts", "delivery", "each", "decide", "plugins", "slots", "realize", "record"]
 
 
 def _modules() -> dict[str, Path]:

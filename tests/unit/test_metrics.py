@@ -9,7 +9,7 @@ from autoscaler.model import JobRef
 from autoscaler.reasons import Reason
 from autoscaler.state import ScalingVerification, VertexVerification
 from autoscaler.testing import make_evaluation, vertex_eval
-from autoscaler.tick.record import TickRecord
+from autoscaler.tick.record import TickTimer
 
 JOB = JobRef("c1", "0" * 32, "job")  # the builders' job
 
@@ -113,7 +113,7 @@ def test_tick_and_spark_reports_feed_the_health_object():
 def test_a_ticks_stages_and_its_wait_for_the_metric_fetch_are_timed(monkeypatch):
     ends = iter([11.5, 11.75, 12.5])  # three stages of a tick that started at 10.0 end
     monkeypatch.setattr("autoscaler.tick.record.time.perf_counter", lambda: next(ends))
-    rec = TickRecord(0, MetricsReporter(), started=10.0)
+    rec = TickTimer(started=10.0)
     for stage in ("collect", "load", "evaluate"):
         rec.lap(stage)
     assert rec.stages == {"collect": 1.5, "load": 0.25, "evaluate": 0.75}

@@ -11,6 +11,7 @@ import math
 from datetime import timedelta
 
 from collect_flink import SRC, WORK, FakeFlink, sample_job
+from told import told
 
 from autoscaler.collect import MetricNameCache
 from autoscaler.collect.sanity import without_impossible
@@ -24,7 +25,7 @@ from autoscaler.model import VertexSample
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.testing import make_sample, make_topology
-from autoscaler.tick.record import TickRecord
+from autoscaler.tick.steps import JobEvaluated, JobStep
 from unit.evaluate.window.test_job_window import RUNNING, S, feed
 
 pytest_plugins = ("collect_flink",)  # its fake and client fixtures
@@ -189,7 +190,7 @@ def test_a_counter_reset_reaches_the_evaluation_and_is_counted() -> None:
         }
         sample = make_sample(topology, ts_ms=RUNNING + 5 * 60 * S + i * 10 * S, vertices=vertices)
         (evaluation,) = evaluator.evaluate([sample], sample.ts_ms).values()
-        TickRecord(sample.ts_ms, metrics).evaluated(evaluation)
+        told([JobStep(sample, notices=(JobEvaluated(evaluation),))], now_ms=sample.ts_ms, metrics=metrics)
         fell.append(evaluation.counters_fell)
     assert fell == [False, False, False, True, False]
     labels = {"cluster": sample.job.cluster, "job": sample.job.name}

@@ -9,16 +9,18 @@ from types import SimpleNamespace
 from typing import Any
 
 from daemon_world import OPTIONS, World
+from told import told
 
-from autoscaler.metrics import MetricsReporter
+from autoscaler.cluster import Collected
 from autoscaler.model import JobRef, Unavailable, VertexChange
 from autoscaler.reasons import Reason
 from autoscaler.state import JobState, MemoryStateStore
-from autoscaler.state.events import EventLog, EventType
+from autoscaler.state.events import Event, EventLog, EventType
 from autoscaler.testing import StubEvaluator, make_evaluation, vertex_eval
 from autoscaler.tick.delivery import OutcomeDelivery
-from autoscaler.tick.record import TickRecord, changes_key, report_text
+from autoscaler.tick.record import publish
 from autoscaler.tick.steps import Decision, JobOutcome
+from autoscaler.tick.texts import changes_key, report_text
 
 
 async def test_an_ineffective_scale_up_is_reported_once_per_interval():
@@ -125,13 +127,11 @@ async def test_publish_emits_events_before_outcomes_and_a_failing_callback_loses
         order.append(f"outcome:{outcome.job.name}")
         raise OSError("decision directory is read-only")
 
-    rec = TickRecord(now_ms=1_000, metrics=MetricsReporter())
     job = JobRef(cluster="c", job_id="0" * 32, name="j")
-    rec.event(job.key, Reason.SCALING, EventType.NORMAL, "scaled")
-    rec.done(JobOutcome(job, 1_000, Reason.SCALING, "scaled"))
-    rec.done(JobOutcome(job, 1_000, Reason.IN_BAND, "again"))
+    events = [(Event(job.key, Reason.SCALING, EventType.NORMAL, "scaled", 1_000), 0)]
+    done = [JobOutcome(job, 1_000, Reason.SCALING, "scaled"), JobOutcome(job, 1_000, Reason.IN_BAND, "again")]
     delivery = OutcomeDelivery(callback)
-    await rec.publish(Log(), delivery)
+    await publish(events, Log(), delivery, done)
     await delivery.drain()
     assert order == ["event:Scaling", "outcome:j", "outcome:j"]  # each outcome tried despite the error
 
@@ -155,10 +155,12 @@ async def test_a_job_whose_rates_are_all_unknown_ends_metrics_unknown_with_a_war
 
 
 def test_a_job_that_could_not_be_evaluated_is_counted_among_its_decisions_but_not_as_balanced():
-    rec = TickRecord(now_ms=0, metrics=MetricsReporter())
     target = make_evaluation([vertex_eval("w", 1)]).sample.target
-    rec.unavailable(Unavailable(target, Reason.PARTIAL_METRICS, "vertex Work: no busyTimeMsPerSecond yet"))
-    rec.unavailable(Unavailable(target, Reason.NOT_RUNNING, "FINISHED"))  # a job that ended: not counted
+    unavailable = (
+        Unavailable(target, Reason.PARTIAL_METRICS, "vertex Work: no busyTimeMsPerSecond yet"),
+        Unavailable(target, Reason.NOT_RUNNING, "FINISHED"),  # a job that ended: not counted
+    )
+    rec = told(collected=Collected(unavailable=unavailable))
     get, labels = (
         rec.metrics.registry.get_sample_value,
         {"cluster": target.job.cluster, "job": target.job.name},

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from daemon_world import World
 from structlog.testing import capture_logs
+from told import Told, told
 
 from autoscaler.evaluate.stage import Evaluated
-from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobRef, VertexEvaluation
 from autoscaler.reasons import Reason
 from autoscaler.simulator.scenarios import work_job
@@ -34,7 +34,6 @@ from autoscaler.state.events import EventType
 from autoscaler.state.tick import Loaded
 from autoscaler.testing import StubEvaluator, make_evaluation, vertex_eval
 from autoscaler.tick.decide import decide_jobs
-from autoscaler.tick.record import TickRecord
 from autoscaler.tick.steps import JobStep
 
 OLD, NEW = "a" * 32, "b" * 32
@@ -62,28 +61,27 @@ def old_jobs_state(**changes: object) -> JobState:
 
 async def decide_steps(
     job_id: str, state: JobState, now_ms: int = 100_000, vertex: VertexEvaluation | None = None
-) -> tuple[TickRecord, list[JobStep]]:
+) -> tuple[Told, list[JobStep]]:
     """One decide stage of the job running as ``job_id`` (by default in band at parallelism 2)."""
     evaluation = make_evaluation(
         [vertex or vertex_eval("w", 2)], job=JobRef("c1", job_id, "job"), running_since_ms=90_000
     )
-    rec = TickRecord(now_ms=now_ms, metrics=MetricsReporter())
     steps = await decide_jobs(
         [evaluation.sample],
         Loaded(states={KEY: state}),
         Evaluated({KEY: evaluation}),
-        rec,
+        now_ms,
         flink_cooldown_ms={"c1": 0},
         confirm_timeout=timedelta(minutes=5),
     )
-    return rec, steps
+    return told(steps, now_ms=now_ms), steps
 
 
-async def decide_for(job_id: str, state: JobState, now_ms: int = 100_000) -> TickRecord:
+async def decide_for(job_id: str, state: JobState, now_ms: int = 100_000) -> Told:
     return (await decide_steps(job_id, state, now_ms))[0]
 
 
-def resubmissions(rec: TickRecord) -> list[tuple[EventType, str]]:
+def resubmissions(rec: Told) -> list[tuple[EventType, str]]:
     return [(e.type, e.message) for e, _ in rec.events if e.reason is Reason.JOB_RESUBMITTED]
 
 

@@ -11,11 +11,13 @@ from datetime import timedelta
 
 import httpx
 from daemon_world import OPTIONS, World
+from told import told
 
+from autoscaler.cluster import Collected
 from autoscaler.evaluate.stage import Evaluated
 from autoscaler.explain import explain, record_from_outcome
 from autoscaler.metrics import MetricsReporter
-from autoscaler.model import JobRef, TaskManagerSample
+from autoscaler.model import JobRef, JobSample, TaskManagerSample
 from autoscaler.plugins import ScalingExecutorPlugin
 from autoscaler.plugins.configured import PluginInstances
 from autoscaler.plugins.loader import ENTRY_POINT_GROUP, DiscoveredPlugin, PluginRegistry
@@ -24,7 +26,6 @@ from autoscaler.state import JobState
 from autoscaler.state.tick import Loaded
 from autoscaler.testing import StubEvaluator, make_evaluation, make_sample, make_topology, vertex_eval
 from autoscaler.tick.decide import decide_jobs
-from autoscaler.tick.record import TickRecord
 from autoscaler.tick.slots import claim_slots
 from autoscaler.tick.steps import JobStep
 
@@ -232,16 +233,16 @@ async def test_confirmation_records_the_restart_and_the_realizer_is_idempotent()
 async def test_a_job_that_fails_in_a_stage_ends_there_and_the_others_go_on():
     ok = make_evaluation([vertex_eval("w", 1)], job=JobRef("c", "1" * 32, "ok"))
     broken = make_sample(make_topology({"w": 1}), job=JobRef("c", "2" * 32, "broken"))
-    rec = TickRecord(now_ms=0, metrics=MetricsReporter())
     loaded = Loaded(states={ok.job.key: JobState()})  # no state for "broken": its stage raises
     steps = await decide_jobs(
         [ok.sample, broken],
         loaded,
         Evaluated({ok.job.key: ok}),
-        rec,
+        0,
         flink_cooldown_ms={"c": 0},
         confirm_timeout=timedelta(minutes=5),
     )
+    rec = told(steps)
     assert [s.outcome.outcome for s in steps] == [Reason.IN_BAND, Reason.AUTOSCALER_ERROR]
     assert [e.reason for e, _ in rec.events] == [Reason.AUTOSCALER_ERROR]
     assert set(rec.states) == {ok.job.key}
@@ -249,15 +250,15 @@ async def test_a_job_that_fails_in_a_stage_ends_there_and_the_others_go_on():
 
 async def test_without_an_evaluation_a_job_is_an_error_with_the_evaluators_reason_and_keeps_its_state():
     sample = make_sample(make_topology({"w": 1}))
-    rec = TickRecord(now_ms=0, metrics=MetricsReporter())
     (step,) = await decide_jobs(
         [sample],
         Loaded(states={sample.job.key: JobState(last_rescale_ms=7)}),
         Evaluated(error="evaluation failed: Py4JError: the JVM is gone"),
-        rec,
+        0,
         flink_cooldown_ms={sample.job.cluster: 0},
         confirm_timeout=timedelta(minutes=5),
     )
+    rec = told([step])
     assert step.outcome.outcome is Reason.AUTOSCALER_ERROR and "JVM is gone" in step.outcome.detail
     # Kept, but for the JobID now known (a later JobID is a resubmission).
     assert rec.states == {sample.job.key: JobState(last_rescale_ms=7, job_id=sample.job.job_id)}
@@ -286,13 +287,18 @@ async def test_a_rescale_beyond_the_free_slots_is_capped_to_what_fits_with_a_sca
 
 
 def test_unknown_slots_read_nan_on_the_cluster_gauges_not_the_last_figure():
-    rec = TickRecord(now_ms=0, metrics=MetricsReporter())
+    metrics = MetricsReporter()
     sample = make_sample(make_topology({"w": 2}), job=JobRef("c", "1" * 32, "job"))
     known = replace(sample, taskmanagers=TaskManagerSample(slots_total=8, slots_free=3))
-    gauge = rec.metrics.registry.get_sample_value
-    claim_slots([JobStep(known)], rec)
+    gauge = metrics.registry.get_sample_value
+
+    def tick(s: JobSample) -> None:
+        claimed = claim_slots([JobStep(s)], 0)
+        told(claimed.steps, collected=Collected(samples=(s,)), slots=claimed.slots, metrics=metrics)
+
+    tick(known)
     assert gauge("flink_autoscaler_cluster_slots", {"cluster": "c", "state": "free"}) == 3
-    claim_slots([JobStep(sample)], rec)  # the next tick could not list the TaskManagers
+    tick(sample)  # the next tick could not list the TaskManagers
     assert math.isnan(gauge("flink_autoscaler_cluster_slots", {"cluster": "c", "state": "free"}))
     assert math.isnan(gauge("flink_autoscaler_cluster_slots", {"cluster": "c", "state": "total"}))
     assert gauge("flink_autoscaler_job_slots", {"cluster": "c", "job": "job"}) == 2

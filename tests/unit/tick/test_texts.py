@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 from structlog.testing import capture_logs
+from told import Told, told
 
-from autoscaler.metrics import MetricsReporter
 from autoscaler.model import AlignmentBounds, JobEvaluation, ScaleUpGain, VertexChange, VertexEvaluation
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
@@ -18,17 +18,15 @@ from autoscaler.state import JobState, ScalingRecord, ScalingVerification, Verte
 from autoscaler.state.events import Event, EventType
 from autoscaler.testing import JOB, make_evaluation, vertex_eval
 from autoscaler.tick.decide import decide
-from autoscaler.tick.record import TickRecord, report_text
-from autoscaler.tick.steps import Decision
-from autoscaler.tick.texts import resubmission_text, verification_text
+from autoscaler.tick.steps import Decided, Decision, JobEvaluated, JobStep
+from autoscaler.tick.texts import report_text, resubmission_text, verification_text
 
 MIN = 60_000
 VID = "bc764cd8ddf7a0cff126f51c16239658"  # a vertex id as Flink writes it (hex)
 
 
-def recorded(evaluation: JobEvaluation) -> tuple[TickRecord, list[Event]]:
-    rec = TickRecord(now_ms=1_000, metrics=MetricsReporter())
-    rec.evaluated(evaluation)
+def recorded(evaluation: JobEvaluation) -> tuple[Told, list[Event]]:
+    rec = told([JobStep(evaluation.sample, notices=(JobEvaluated(evaluation),))], now_ms=1_000)
     return rec, [event for event, _ in rec.events]
 
 
@@ -37,7 +35,7 @@ def one(events: list[Event], reason: Reason) -> Event:
     return event
 
 
-def counter(rec: TickRecord, name: str, **labels: str) -> float | None:
+def counter(rec: Told, name: str, **labels: str) -> float | None:
     return rec.metrics.registry.get_sample_value(name, {"cluster": JOB.cluster, "job": JOB.name, **labels})
 
 
@@ -118,9 +116,8 @@ def test_metrics_unknown_is_a_warning_event_a_counter_and_a_log_line():
     evaluation = make_evaluation([nan])
     decision = decide(evaluation, JobState(), evaluation.sample.target.options, 0)
     assert decision.outcome is Reason.METRICS_UNKNOWN
-    rec = TickRecord(now_ms=1_000, metrics=MetricsReporter())
     with capture_logs() as logs:
-        rec.decided(decision, evaluation.sample.target.options)
+        rec = told([JobStep(evaluation.sample, notices=(Decided(decision),))], now_ms=1_000)
     (event,) = [e for e, _ in rec.events]
     assert (event.reason, event.type, event.message) == (
         Reason.METRICS_UNKNOWN,
