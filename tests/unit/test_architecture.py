@@ -11,10 +11,12 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+import typing
 from pathlib import Path
 
 import autoscaler
 from autoscaler.daemon import Daemon
+from autoscaler.tick import steps
 
 PACKAGE = Path(autoscaler.__file__).parent
 
@@ -210,3 +212,25 @@ def test_a_tick_calls_the_stages_once_each_in_order():
         "self._record",
     ]
     assert [n for n in names if n in stages] == stages
+
+
+# What writes: the state store, the event sink, the metrics, the outcome delivery. Only the record stage
+# (and the daemon that hands it the values) may touch them; the other stages return values.
+_WRITERS = {"autoscaler.metrics", "autoscaler.state.events", "autoscaler.tick.delivery", "autoscaler.offload"}
+_STAGES = ["decide", "plugins", "slots", "realize", "each"]
+
+
+def test_only_the_record_stage_writes():
+    modules = _modules()
+    for stage in _STAGES:
+        path = modules[f"autoscaler.tick.{stage}"]
+        imported = {m for m in _imports(path, modules) if any(m.startswith(w) for w in _WRITERS)}
+        assert imported == set(), f"tick/{stage}.py imports {imported}: a stage returns values, record writes"
+        source = path.read_text()
+        assert ".metrics." not in source and ".save(" not in source, f"tick/{stage}.py writes"
+
+
+def test_every_notice_is_told_by_the_record_stage():
+    told = _modules()["autoscaler.tick.record"].read_text()
+    for notice in typing.get_args(steps.Notice):
+        assert f"{notice.__name__}(" in told, f"the record stage says nothing of {notice.__name__}"
