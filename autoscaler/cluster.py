@@ -374,11 +374,10 @@ class Clusters:
     def forget(self, keys: Sequence[str]) -> None:
         """Drop the jobs' metric series, cached metric names and whatever ``forget`` drops elsewhere."""
         self._forget(keys)
-        self.metrics.forget_jobs(keys)
+        self.metrics.forget(keys)
         for c in self.sessions:
-            for key in keys:
-                c.names.forget(key)
-                c.fetches.forget(key)
+            c.names.forget(keys)
+            c.fetches.forget(keys)
 
     def report_jobs(self, samples: Sequence[JobSample]) -> None:
         for c in self.sessions:
