@@ -36,6 +36,7 @@ from autoscaler.discover import discover
 from autoscaler.durations import to_ms
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkError, FlinkUnreachable
+from autoscaler.job_memory import JobMemory
 from autoscaler.leases import LeaseKeeper
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobSample, JobTarget, Unavailable
@@ -78,9 +79,9 @@ Recorded = Callable[[str, int], tuple[frozenset[str], Sequence[JobSample]]]
 class Clusters:
     """Every watched cluster: leases, discovery and collection, once per cluster and tick.
 
-    ``forget`` is told the keys of jobs this process stops acting on (a cluster it no longer holds the
-    lease of, a job gone from its cluster), so that their caches elsewhere go too; their stored state
-    stays.
+    ``memory`` is told the keys of jobs this process stops acting on (a cluster it no longer holds the
+    lease of, a job gone from its cluster), so that every cache of them goes; their stored state stays.
+    Each cluster's metric-name cache and fetch book register in it here.
     """
 
     def __init__(
@@ -91,7 +92,7 @@ class Clusters:
         metrics: MetricsReporter,
         plugins: PluginInstances,
         evaluators: EvaluatorInstances,
-        forget: Callable[[Sequence[str]], None],
+        memory: JobMemory,
         transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
         clock: Clock | None = None,
         recorded: Recorded | None = None,
@@ -102,7 +103,7 @@ class Clusters:
         self.metrics = metrics
         self.plugins = plugins
         self.evaluators = evaluators
-        self._forget = forget
+        self.memory = memory
         # The tick waits for Flink's metric fetch on this clock: a fake one's wait takes fake time, so
         # simulated ticks read their fetches as late after their start as real ones (clock.py).
         self._clock = clock or SystemClock()
@@ -121,6 +122,8 @@ class Clusters:
                 max_answer_bytes=options.rest_client_max_answer_size,
             )
             self.sessions.append(ClusterSession(cs, client, options))
+        for c in self.sessions:
+            memory.register(c.names, c.fetches)
 
     def __getitem__(self, name: str) -> ClusterSession:
         return next(c for c in self.sessions if c.name == name)
@@ -293,7 +296,7 @@ class Clusters:
         """Drop what this process knew of the jobs of these shards; the next holder keeps their stored
         state and window, which this process replays if it takes them back."""
         keys = sorted(k for k in cluster.jobs | set(cluster.refs) if cluster.lease.shard(k) in shards)
-        self.forget(keys)  # before dropping them from jobs: a forgotten job is not "gone" (no trim)
+        self.memory.forget(keys)  # before dropping them from jobs: a forgotten job is not "gone" (no trim)
         cluster.jobs.difference_update(keys)
         for key in keys:
             cluster.refs.pop(key, None)
@@ -368,16 +371,8 @@ class Clusters:
         live = {key for c in self.sessions for key in c.jobs}
         gone = sorted(self.metrics.known_jobs() - live)  # an unreachable cluster keeps its last job set
         if gone:
-            self.forget(gone)
+            self.memory.forget(gone)
         return gone
-
-    def forget(self, keys: Sequence[str]) -> None:
-        """Drop the jobs' metric series, cached metric names and whatever ``forget`` drops elsewhere."""
-        self._forget(keys)
-        self.metrics.forget(keys)
-        for c in self.sessions:
-            c.names.forget(keys)
-            c.fetches.forget(keys)
 
     def report_jobs(self, samples: Sequence[JobSample]) -> None:
         for c in self.sessions:

@@ -23,6 +23,7 @@ from autoscaler.cluster import Clusters, Collected, Recorded
 from autoscaler.durations import to_ms
 from autoscaler.evaluate.stage import Evaluated, Evaluator, evaluate
 from autoscaler.idle_slots import IdleSlotBook
+from autoscaler.job_memory import JobMemory
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobSample
 from autoscaler.offload import offload
@@ -77,19 +78,26 @@ class Daemon:
         self.archive = archive  # each tick's samples and outcomes, to Parquet behind the tick
         self.store = TickStore(self.state, self.metrics, persist_window=settings.persist_window)
         self.schedule = Schedule(self.clock, self.metrics)
+        self._chain_log = ChainLog()
+        # What this process remembers of each job, dropped at once when it stops acting on a job (the job
+        # left its cluster, or the lease went): the Spark windows, restored-window marks, pending retries,
+        # logged chains and Prometheus series here; each cluster's metric names and fetch book join in
+        # Clusters. Their stored state and window stay, for whoever acts on them next.
+        self.memory = JobMemory(self.evaluator, self.store, self.schedule, self._chain_log, self.metrics)
         self.clusters = Clusters(
             settings,
             state=self.state,
             metrics=self.metrics,
             plugins=self.plugins,
             evaluators=self.evaluators,
-            forget=self._forget,
+            memory=self.memory,
             transports=transports,
             clock=self.clock,  # the tick waits for Flink's metric fetch on it, fake or real
             recorded=recorded,  # a backtest's samples in place of Flink's (autoscaler/backtest)
         )
-        self._chain_log = ChainLog()
         self._idle_slots = IdleSlotBook()  # the slots this daemon's scale-downs left idle, for a minute
+        # (not job memory: the slots come back to the cluster on their own timer, whether or not the job
+        # that left them is still there or still this daemon's, so a job's leaving does not drop them)
         self._tick_lock = asyncio.Lock()
         self._evaluation_failed = False  # the last evaluation failed: check the evaluator before acting
 
@@ -242,13 +250,6 @@ class Daemon:
             self.metrics.report_tick(time.perf_counter() - rec.started, rec.stages)
             self.clusters.report_jobs(collected.samples)
         return TickReport(rec.now_ms, tuple(outcomes), collected.cluster_errors)
-
-    def _forget(self, job_keys: Sequence[str]) -> None:
-        """This process no longer acts on these jobs: drop their Spark windows, restored-window marks
-        and pending retries (their stored state and window stay, for whoever acts on them next)."""
-        self.evaluator.forget(job_keys)
-        self.store.forget(job_keys)
-        self.schedule.forget(job_keys)
 
     # ------------------------------------------------------------------ lifecycle
     async def serve(self, stop: asyncio.Event) -> None:

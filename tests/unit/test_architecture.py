@@ -48,6 +48,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
             {
                 "settings",
                 "health",
+                "job_memory",
                 "logs",
                 "simulator",
                 "calendar",
