@@ -164,13 +164,11 @@ class Clusters:
         targets = [t for t in discovery.targets if only_job is None or t.job.key == only_job]
         unreadable = [u for u in discovery.unreadable if only_job is None or u.job.key == only_job]
         if only_job is None:  # a one-job view must not forget or recount the others
-            cluster.jobs = {t.job.key for t in discovery.targets} | {j.key for j in discovery.not_running}
-            cluster.jobs |= {u.job.key for u in discovery.unreadable}
-            for job, message in discovery.invalid:
-                cluster.jobs.add(job.key)
-                rec.invalid_options(job, message, cluster.options)
             found = [*(t.job for t in discovery.targets), *(u.job for u in discovery.unreadable)]
-            cluster.refs = {ref.key: ref for ref in found}
+            running = [*found, *discovery.not_running, *(job for job, _ in discovery.invalid)]
+            cluster.jobs.discovered((j.key for j in running), found)
+            for job, message in discovery.invalid:
+                rec.invalid_options(job, message, cluster.options)
         if not targets:
             return list(unreadable), None
         found = [*unreadable, *await self._collect_targets(cluster, targets, rec.now_ms)]
@@ -188,8 +186,7 @@ class Clusters:
         assert self._recorded is not None
         running, samples = self._recorded(cluster.name, now_ms)
         if only_job is None:
-            cluster.jobs = set(running)
-            cluster.refs = {s.job.key: s.job for s in samples}
+            cluster.jobs.discovered(running, (s.job for s in samples))
         return [s for s in samples if only_job is None or s.job.key == only_job]
 
     def _unreadable(
@@ -201,7 +198,7 @@ class Clusters:
         unreachable = isinstance(exc, FlinkUnreachable)
         reason = Reason.CLUSTER_UNREACHABLE if unreachable else Reason.CLUSTER_ERROR
         log.warning("cluster_unavailable", cluster=cluster.name, error=str(exc))
-        refs = [r for key, r in cluster.refs.items() if only_job is None or key == only_job]
+        refs = [r for key, r in cluster.jobs.refs.items() if only_job is None or key == only_job]
         if not refs:
             self.metrics.report_error(cluster.name, reason)
         detail = f"the cluster could not be read this tick: {exc}"
@@ -295,11 +292,8 @@ class Clusters:
     def _stand_down(self, cluster: ClusterSession, shards: frozenset[int]) -> None:
         """Drop what this process knew of the jobs of these shards; the next holder keeps their stored
         state and window, which this process replays if it takes them back."""
-        keys = sorted(k for k in cluster.jobs | set(cluster.refs) if cluster.lease.shard(k) in shards)
-        self.memory.forget(keys)  # before dropping them from jobs: a forgotten job is not "gone" (no trim)
-        cluster.jobs.difference_update(keys)
-        for key in keys:
-            cluster.refs.pop(key, None)
+        keys = cluster.jobs.drop(lambda key: cluster.lease.shard(key) in shards)  # not "gone": no trim
+        self.memory.forget(keys)
         if not cluster.lease.held():
             self.metrics.jobs.labels(cluster.name).set(0)
 
@@ -367,9 +361,9 @@ class Clusters:
     # ------------------------------------------------------------------ jobs that leave
     def vanished(self) -> list[str]:
         """Forget the jobs no longer on their (reachable) cluster and return their keys (their stored
-        window rows go with this tick's write); their state is kept."""
-        live = {key for c in self.sessions for key in c.jobs}
-        gone = sorted(self.metrics.known_jobs() - live)  # an unreachable cluster keeps its last job set
+        window rows go with this tick's write); their state is kept. Each cluster's registry of its live
+        jobs says which left (an unreachable cluster keeps its last job set: ``autoscaler.live_jobs``)."""
+        gone = sorted(key for c in self.sessions for key in c.jobs.take_left())
         if gone:
             self.memory.forget(gone)
         return gone

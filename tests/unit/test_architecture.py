@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     ("the per-job stages", frozenset({"tick", "idle_slots"})),
     (
         "clusters: discover and collect",
-        frozenset({"cluster", "cluster_session", "discover", "leases", "collect", "stopping"}),
+        frozenset({"cluster", "cluster_session", "live_jobs", "discover", "leases", "collect", "stopping"}),
     ),
     (
         "plugins and the slot arithmetic",
