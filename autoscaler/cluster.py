@@ -37,6 +37,7 @@ from autoscaler.durations import to_ms
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkError, FlinkUnreachable
 from autoscaler.job_memory import JobMemory
+from autoscaler.job_scope import WHOLE, JobScope
 from autoscaler.leases import LeaseKeeper
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobSample, JobTarget, Unavailable
@@ -69,6 +70,7 @@ class Collected:
     samples: tuple[JobSample, ...] = ()
     unavailable: tuple[Unavailable, ...] = ()  # jobs found but not sampled this tick, and why
     cluster_errors: Mapping[str, str] = field(default_factory=dict)  # cluster -> why it was not read
+    scope: JobScope = WHOLE  # the jobs read: all (a whole tick) or one
 
 
 # A backtest's stand-in for discover + collect: cluster name and tick -> the jobs the cluster runs (keys)
@@ -132,38 +134,39 @@ class Clusters:
         return iter(self.sessions)
 
     # ------------------------------------------------------------------ discover + collect
-    async def collect(self, rec: TickRecord, only_job: str | None = None) -> Collected:
+    async def collect(self, rec: TickRecord, scope: JobScope = WHOLE) -> Collected:
         """Discover and sample every job of every cluster this daemon holds a lease of (of the shards it
-        holds), concurrently. ``only_job`` (a job key) reads that job alone: the re-evaluation a cooldown
+        holds), concurrently; a one-job ``scope`` reads that job alone: the re-evaluation a cooldown
         scheduled."""
-        sessions = [c for c in self.sessions if only_job is None or only_job.startswith(f"{c.name}/")]
-        results = await asyncio.gather(*(self._collect_cluster(c, rec, only_job) for c in sessions))
+        sessions = [c for c in self.sessions if scope.reaches(c.name)]
+        results = await asyncio.gather(*(self._collect_cluster(c, rec, scope) for c in sessions))
         found = [item for batch, _ in results for item in batch]
         return Collected(
             samples=tuple(s for s in found if isinstance(s, JobSample)),
             unavailable=tuple(u for u in found if isinstance(u, Unavailable)),
             cluster_errors={c.name: err for c, (_, err) in zip(sessions, results, strict=True) if err},
+            scope=scope,
         )
 
     async def _collect_cluster(
-        self, cluster: ClusterSession, rec: TickRecord, only_job: str | None
+        self, cluster: ClusterSession, rec: TickRecord, scope: JobScope
     ) -> tuple[list[JobSample | Unavailable], str | None]:
         if not await self._hold_lease(cluster, rec.now_ms):
             return [], None
         if self._recorded is not None:
-            return self._replayed(cluster, rec.now_ms, only_job), None
+            return self._replayed(cluster, rec.now_ms, scope), None
         mine = cluster.lease.owns if cluster.lease.sharded else None
         try:
             discovery = await discover(
                 cluster.client, cluster.settings, cluster.options, cluster.job_configs, keep=mine
             )
         except FlinkError as exc:
-            return self._unreadable(cluster, exc, only_job), str(exc)
+            return self._unreadable(cluster, exc, scope), str(exc)
         await cluster.read_flink_config(rec.now_ms)
         self._check_fetch_interval(cluster)
-        targets = [t for t in discovery.targets if only_job is None or t.job.key == only_job]
-        unreadable = [u for u in discovery.unreadable if only_job is None or u.job.key == only_job]
-        if only_job is None:  # a one-job view must not forget or recount the others
+        targets = [t for t in discovery.targets if scope.admits(t.job.key)]
+        unreadable = [u for u in discovery.unreadable if scope.admits(u.job.key)]
+        if scope.whole:  # a one-job view must not forget or recount the others
             found = [*(t.job for t in discovery.targets), *(u.job for u in discovery.unreadable)]
             running = [*found, *discovery.not_running, *(job for job, _ in discovery.invalid)]
             cluster.jobs.discovered((j.key for j in running), found)
@@ -180,17 +183,17 @@ class Clusters:
         return found, None
 
     def _replayed(
-        self, cluster: ClusterSession, now_ms: int, only_job: str | None
+        self, cluster: ClusterSession, now_ms: int, scope: JobScope
     ) -> list[JobSample | Unavailable]:
         """What a backtest recorded (or re-simulated) for this tick, in place of reading Flink."""
         assert self._recorded is not None
         running, samples = self._recorded(cluster.name, now_ms)
-        if only_job is None:
+        if scope.whole:
             cluster.jobs.discovered(running, (s.job for s in samples))
-        return [s for s in samples if only_job is None or s.job.key == only_job]
+        return [s for s in samples if scope.admits(s.job.key)]
 
     def _unreadable(
-        self, cluster: ClusterSession, exc: FlinkError, only_job: str | None
+        self, cluster: ClusterSession, exc: FlinkError, scope: JobScope
     ) -> list[JobSample | Unavailable]:
         """The cluster could not be listed: each job it ran at the last discovery is unavailable this
         tick, with the reason, so its outcome, ``status`` and ``explain`` say so instead of showing its
@@ -198,7 +201,7 @@ class Clusters:
         unreachable = isinstance(exc, FlinkUnreachable)
         reason = Reason.CLUSTER_UNREACHABLE if unreachable else Reason.CLUSTER_ERROR
         log.warning("cluster_unavailable", cluster=cluster.name, error=str(exc))
-        refs = [r for key, r in cluster.jobs.refs.items() if only_job is None or key == only_job]
+        refs = [r for key, r in cluster.jobs.refs.items() if scope.admits(key)]
         if not refs:
             self.metrics.report_error(cluster.name, reason)
         detail = f"the cluster could not be read this tick: {exc}"

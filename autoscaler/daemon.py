@@ -24,6 +24,7 @@ from autoscaler.durations import to_ms
 from autoscaler.evaluate.stage import Evaluated, Evaluator, evaluate
 from autoscaler.idle_slots import IdleSlotBook
 from autoscaler.job_memory import JobMemory
+from autoscaler.job_scope import WHOLE, JobScope
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobSample
 from autoscaler.offload import offload
@@ -116,11 +117,11 @@ class Daemon:
     def on_outcome(self, callback: Callable[[JobOutcome], None] | None) -> None:
         self.delivery.on_outcome = callback
 
-    async def run_tick(self, only_job: str | None = None, *, drain: bool = True) -> TickReport:
+    async def run_tick(self, scope: JobScope = WHOLE, *, drain: bool = True) -> TickReport:
         """One pass over every cluster and job; never raises for a cluster's or a job's failure.
 
-        ``only_job`` (a job key) runs the same pipeline for that job alone: the re-evaluation a
-        cooldown scheduled for the instant it ends. ``drain``: return once the tick's outcomes reached
+        A one-job ``scope`` runs the same pipeline for that job alone: the re-evaluation a cooldown
+        scheduled for the instant it ends. ``drain``: return once the tick's outcomes reached
         ``on_outcome`` too; the scheduled ticks don't wait (``autoscaler.tick.delivery``).
         """
         async with self._tick_lock:
@@ -129,7 +130,7 @@ class Daemon:
                 return await self._stand_by(rec, "this daemon cannot evaluate", "evaluator_unavailable")
             if not await self._storage_usable():
                 return await self._stand_by(rec, "the state database is unusable", "state_database_unusable")
-            collected = await self.clusters.collect(rec, only_job)  # discover + collect
+            collected = await self.clusters.collect(rec, scope)  # discover + collect
             rec.lap("collect")
             loaded = await self.store.load(collected.samples, self.clusters.lease_tokens(self.clock.now_ms()))
             rec.lap("load")
@@ -164,7 +165,7 @@ class Daemon:
             )
             self._idle_slots.note(outcomes, idle_timeouts)
             rec.lap("realize")
-            report = await self._record(rec, collected, loaded, outcomes, only_job)
+            report = await self._record(rec, collected, loaded, outcomes)
         if drain:
             await self.delivery.drain()
         return report
@@ -227,7 +228,6 @@ class Daemon:
         collected: Collected,
         loaded: Loaded,
         outcomes: list[JobOutcome],
-        only_job: str | None,
     ) -> TickReport:
         """Write the tick's state in one transaction, then publish its events and outcomes.
 
@@ -236,7 +236,7 @@ class Daemon:
         """
         outcomes += [rec.unavailable(u) for u in collected.unavailable]
         self.schedule.retry_deferred(outcomes, rec.now_ms)
-        gone = self.clusters.vanished() if only_job is None else []  # a one-job view forgets nothing
+        gone = self.clusters.vanished() if collected.scope.whole else []  # a one-job view forgets nothing
         now_ms = self.clock.now_ms()
         lapsed, tokens = self.clusters.lapsed(now_ms), self.clusters.lease_tokens(now_ms)
         await self.store.flush(
@@ -245,7 +245,7 @@ class Daemon:
         await rec.publish(self.events, self.delivery)
         if self.archive is not None:  # a hand-over: never waits for the disk, never raises
             self.archive.hand_over(rec.now_ms, collected.samples, outcomes)
-        if only_job is None:  # a whole tick: it also tells /readyz that the loop is alive
+        if collected.scope.whole:  # a whole tick: it also tells /readyz that the loop is alive
             rec.lap("record")
             self.metrics.report_tick(time.perf_counter() - rec.started, rec.stages)
             self.clusters.report_jobs(collected.samples)
@@ -271,7 +271,7 @@ class Daemon:
                 stop,
                 interval=interval,
                 tick=lambda: self.run_tick(drain=False),
-                job_tick=lambda job_key: self.run_tick(only_job=job_key, drain=False),
+                job_tick=lambda job_key: self.run_tick(JobScope(job_key), drain=False),
                 housekeeping=self._cleanup,
             )
         finally:

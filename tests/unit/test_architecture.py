@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
         frozenset({"evaluate", "metrics", "vertex_series", "resources", "shards", "unknown_metrics"}),
     ),
     ("what is stored and what Flink answers", frozenset({"state", "flink"})),
-    ("values", frozenset({"model"})),
+    ("values", frozenset({"model", "job_scope"})),
     (
         "foundations",
         frozenset(
