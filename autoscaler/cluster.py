@@ -5,8 +5,9 @@ A :class:`~autoscaler.cluster_session.ClusterSession` is what the daemon knows o
 between ticks; :class:`Clusters` runs the first two stages over all of them at once and hands the tick
 one :class:`Collected` value. A cluster that cannot be read is reported and stays with that cluster: the
 others go on. Only the jobs of the shards this daemon holds are read (all of them with ``shards: 1``;
-``autoscaler/leases.py``). A backtest replaces the reading of Flink with its recorded samples
-(``recorded``), and nothing else.
+``autoscaler/leases.py``). What reads a cluster is a value, its metrics source
+(``autoscaler/metrics_source.py``): Flink's REST API, or a backtest's recorded samples, and nothing else
+changes with it.
 """
 
 from __future__ import annotations
@@ -21,18 +22,6 @@ import structlog
 
 from autoscaler.clock import Clock, SystemClock
 from autoscaler.cluster_session import ClusterSession
-from autoscaler.collect import (
-    FetchCheck,
-    FetchTiming,
-    FetchWait,
-    JobSlots,
-    NotRunning,
-    await_fetch,
-    collect,
-    collect_taskmanagers,
-    fetch_interval_warning,
-)
-from autoscaler.discover import discover
 from autoscaler.durations import to_ms
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkError, FlinkUnreachable
@@ -40,12 +29,12 @@ from autoscaler.job_memory import JobMemory
 from autoscaler.job_scope import WHOLE, JobScope
 from autoscaler.leases import LeaseKeeper
 from autoscaler.metrics import MetricsReporter
+from autoscaler.metrics_source import FlinkRest, MetricsSource
 from autoscaler.model import JobSample, JobTarget, Unavailable
 from autoscaler.plugins.configured import PluginInstances
 from autoscaler.plugins.evaluators import EvaluatorInstances
-from autoscaler.plugins.metrics import metric_providers
 from autoscaler.reasons import Reason
-from autoscaler.resources import fetch_taskmanager_resources, taskmanager_resources
+from autoscaler.resources import taskmanager_resources
 from autoscaler.settings import Settings
 from autoscaler.state import StateStore
 from autoscaler.tick.record import TickRecord
@@ -54,13 +43,9 @@ __all__ = [
     "ClusterSession",
     "Clusters",
     "Collected",
-    "Recorded",
 ]
 
 log = structlog.get_logger(__name__)
-
-_FETCH_PROBES = 3  # jobs tried in turn to watch for the tick's metric fetch (one that restarts fails)
-_JOBS_PER_REQUEST_SLOT = 4  # jobs collected at once per concurrent request (collect.JobSlots)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +56,6 @@ class Collected:
     unavailable: tuple[Unavailable, ...] = ()  # jobs found but not sampled this tick, and why
     cluster_errors: Mapping[str, str] = field(default_factory=dict)  # cluster -> why it was not read
     scope: JobScope = WHOLE  # the jobs read: all (a whole tick) or one
-
-
-# A backtest's stand-in for discover + collect: cluster name and tick -> the jobs the cluster runs (keys)
-# and the samples read of them (``autoscaler/backtest``). The leases, decisions and realizing stay real.
-Recorded = Callable[[str, int], tuple[frozenset[str], Sequence[JobSample]]]
 
 
 class Clusters:
@@ -97,18 +77,20 @@ class Clusters:
         memory: JobMemory,
         transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
         clock: Clock | None = None,
-        recorded: Recorded | None = None,
+        source: MetricsSource | None = None,
     ) -> None:
         self.settings = settings
-        self._recorded = recorded
         self.state = state
         self.metrics = metrics
         self.plugins = plugins
         self.evaluators = evaluators
         self.memory = memory
-        # The tick waits for Flink's metric fetch on this clock: a fake one's wait takes fake time, so
-        # simulated ticks read their fetches as late after their start as real ones (clock.py).
-        self._clock = clock or SystemClock()
+        # Where the jobs and their samples come from: Flink's REST API, waiting for Flink's metric fetch
+        # on ``clock`` (a fake one's wait takes fake time, so simulated ticks read their fetches as late
+        # after their start as real ones: clock.py), unless a backtest gives its recorded history.
+        self.source: MetricsSource = source or FlinkRest(
+            settings, metrics=metrics, plugins=plugins, evaluators=evaluators, clock=clock or SystemClock()
+        )
         self.leases = LeaseKeeper(
             state, metrics, instance_id=settings.instance_id, ttl_ms=to_ms(settings.effective_lease_ttl)
         )
@@ -153,44 +135,20 @@ class Clusters:
     ) -> tuple[list[JobSample | Unavailable], str | None]:
         if not await self._hold_lease(cluster, rec.now_ms):
             return [], None
-        if self._recorded is not None:
-            return self._replayed(cluster, rec.now_ms, scope), None
-        mine = cluster.lease.owns if cluster.lease.sharded else None
         try:
-            discovery = await discover(
-                cluster.client, cluster.settings, cluster.options, cluster.job_configs, keep=mine
-            )
+            reading = await self.source.read(cluster, rec.now_ms, scope)
         except FlinkError as exc:
             return self._unreadable(cluster, exc, scope), str(exc)
-        await cluster.read_flink_config(rec.now_ms)
-        self._check_fetch_interval(cluster)
-        targets = [t for t in discovery.targets if scope.admits(t.job.key)]
-        unreadable = [u for u in discovery.unreadable if scope.admits(u.job.key)]
         if scope.whole:  # a one-job view must not forget or recount the others
-            found = [*(t.job for t in discovery.targets), *(u.job for u in discovery.unreadable)]
-            running = [*found, *discovery.not_running, *(job for job, _ in discovery.invalid)]
-            cluster.jobs.discovered((j.key for j in running), found)
-            for job, message in discovery.invalid:
+            cluster.jobs.discovered(reading.running, reading.refs)
+            for job, message in reading.invalid:
                 rec.invalid_options(job, message, cluster.options)
-        if not targets:
-            return list(unreadable), None
-        found = [*unreadable, *await self._collect_targets(cluster, targets, rec.now_ms)]
-        for sample in found:
-            if isinstance(sample, JobSample) and sample.stale_ticks:
+        for sample in reading.read_now:
+            if sample.stale_ticks:
                 rec.stale_sample(sample)
-            if isinstance(sample, JobSample) and sample.invalid_values:
+            if sample.invalid_values:
                 rec.invalid_values(sample)
-        return found, None
-
-    def _replayed(
-        self, cluster: ClusterSession, now_ms: int, scope: JobScope
-    ) -> list[JobSample | Unavailable]:
-        """What a backtest recorded (or re-simulated) for this tick, in place of reading Flink."""
-        assert self._recorded is not None
-        running, samples = self._recorded(cluster.name, now_ms)
-        if scope.whole:
-            cluster.jobs.discovered(running, (s.job for s in samples))
-        return [s for s in samples if scope.admits(s.job.key)]
+        return list(reading.found), None
 
     def _unreadable(
         self, cluster: ClusterSession, exc: FlinkError, scope: JobScope
@@ -206,80 +164,6 @@ class Clusters:
             self.metrics.report_error(cluster.name, reason)
         detail = f"the cluster could not be read this tick: {exc}"
         return [Unavailable(JobTarget(ref, cluster.options), reason, detail) for ref in refs]
-
-    def _check_fetch_interval(self, cluster: ClusterSession) -> None:
-        """Warn once per cluster (and again when it changes) if the loop is too fast for Flink's fetcher;
-        the gauges say it to dashboards and alerts on every tick."""
-        loop_ms = to_ms(self.settings.control_loop_interval)
-        assumed = cluster.metric_fetch_interval_ms is None
-        warning = fetch_interval_warning(loop_ms, cluster.fetch_interval_ms, assumed=assumed)
-        if warning != cluster.fetch_warning:
-            if warning is not None:
-                log.warning("metric_fetch_interval_too_long", cluster=cluster.name, detail=warning)
-            else:
-                interval_ms = cluster.fetch_interval_ms
-                log.info("metric_fetch_interval_ok", cluster=cluster.name, fetch_interval_ms=interval_ms)
-            cluster.fetch_warning = warning
-        self.metrics.metric_fetch_interval.labels(cluster.name).set(cluster.fetch_interval_ms / 1000)
-        self.metrics.metric_fetch_warning.labels(cluster.name).set(0 if warning is None else 1)
-
-    async def _collect_targets(
-        self, cluster: ClusterSession, targets: list[JobTarget], now_ms: int
-    ) -> list[JobSample | Unavailable]:
-        """The cluster's work first, once (the wait for the tick's metric fetch, the TaskManagers), then
-        each job's own reads: ``/jobs/:id`` and one query per vertex (``autoscaler.collect.fetch``)."""
-        fetch_wait_s = cluster.settings.metric_fetch_wait.total_seconds()
-        await self._await_fetch(cluster, targets, fetch_wait_s)
-        tms = await collect_taskmanagers(cluster.client, cluster.names)
-        tms = await fetch_taskmanager_resources(cluster.client, tms)  # quota, slots, memory advice
-        taskmanagers = cluster.memory_usage.observe(tms, now_ms, to_ms(cluster.options.metrics_window))
-        timing = FetchTiming(
-            fetch_interval_ms=cluster.fetch_interval_ms,
-            loop_interval_ms=to_ms(self.settings.control_loop_interval),
-            wait_ms=round(fetch_wait_s * 1000),
-        )
-        slots = JobSlots(cluster.settings.max_concurrency * _JOBS_PER_REQUEST_SLOT)
-
-        async def one(target: JobTarget) -> JobSample | Unavailable:
-            async with slots:
-                return await collect(
-                    cluster.client,
-                    target,
-                    now_ms,
-                    cluster.names,
-                    taskmanagers,
-                    fetches=FetchCheck(cluster.fetches, timing, self._clock.now_ms),
-                    providers=metric_providers(
-                        target.options, plugins=self.plugins, evaluators=self.evaluators
-                    ),
-                    sleep=slots.sleep,
-                )
-
-        return list(await asyncio.gather(*(one(t) for t in targets)))
-
-    async def _await_fetch(self, cluster: ClusterSession, targets: list[JobTarget], wait_s: float) -> None:
-        """Wait (up to ``wait_s``) for the metric fetch this tick starts to land, watching one job.
-
-        Flink's fetch is cluster-wide, so one job shows it for all. The probe is a job read last tick
-        (its reading tells a fetch that landed already), the first that answers of a few; if all fail,
-        the jobs are read without waiting and their reads tell what they got. The wait is a metric.
-        """
-        known = [t for t in targets if t.job.key in cluster.fetches]
-        probes = (known or targets)[:_FETCH_PROBES]
-        wait = FetchWait(wait_s, self._clock.sleep)
-        started_ms = self._clock.now_ms()
-        for target in probes:
-            last = cluster.fetches.last_reading(target.job.key)
-            try:
-                landed = await await_fetch(cluster.client, target.job.job_id, last, wait) is not None
-            except (NotRunning, FlinkError) as exc:
-                log.debug("fetch_probe_failed", cluster=cluster.name, job=target.job.key, error=str(exc))
-                continue
-            log.debug("metric_fetch_awaited", cluster=cluster.name, probe=target.job.key, landed=landed)
-            if wait_s > 0:
-                waited_s = (self._clock.now_ms() - started_ms) / 1000
-                self.metrics.report_fetch_wait(cluster.name, waited_s, landed)
-            return
 
     # ------------------------------------------------------------------ leases
     async def _hold_lease(self, cluster: ClusterSession, now_ms: int) -> bool:

@@ -19,13 +19,14 @@ import structlog
 
 from autoscaler.archive import TickArchive
 from autoscaler.clock import Clock, SystemClock
-from autoscaler.cluster import Clusters, Collected, Recorded
+from autoscaler.cluster import Clusters, Collected
 from autoscaler.durations import to_ms
 from autoscaler.evaluate.stage import Evaluated, Evaluator, evaluate
 from autoscaler.idle_slots import IdleSlotBook
 from autoscaler.job_memory import JobMemory
 from autoscaler.job_scope import WHOLE, JobScope
 from autoscaler.metrics import MetricsReporter
+from autoscaler.metrics_source import MetricsSource
 from autoscaler.model import JobSample
 from autoscaler.offload import offload
 from autoscaler.plugins.api import ScalingExecutorPlugin
@@ -65,7 +66,7 @@ class Daemon:
         transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
         on_outcome: Callable[[JobOutcome], None] | None = None,
         archive: TickArchive | None = None,
-        recorded: Recorded | None = None,
+        source: MetricsSource | None = None,
     ) -> None:
         self.settings = settings
         self.evaluator = evaluator
@@ -94,7 +95,7 @@ class Daemon:
             memory=self.memory,
             transports=transports,
             clock=self.clock,  # the tick waits for Flink's metric fetch on it, fake or real
-            recorded=recorded,  # a backtest's samples in place of Flink's (autoscaler/backtest)
+            source=source,  # Flink's REST API unless given, e.g. a backtest's recorded history
         )
         self._idle_slots = IdleSlotBook()  # the slots this daemon's scale-downs left idle, for a minute
         # (not job memory: the slots come back to the cluster on their own timer, whether or not the job

@@ -30,7 +30,18 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     ("the per-job stages", frozenset({"tick", "idle_slots"})),
     (
         "clusters: discover and collect",
-        frozenset({"cluster", "cluster_session", "live_jobs", "discover", "leases", "collect", "stopping"}),
+        frozenset(
+            {
+                "cluster",
+                "metrics_source",
+                "cluster_session",
+                "live_jobs",
+                "discover",
+                "leases",
+                "collect",
+                "stopping",
+            }
+        ),
     ),
     (
         "plugins and the slot arithmetic",
