@@ -5,8 +5,9 @@ A :class:`~autoscaler.cluster_session.ClusterSession` is what the daemon knows o
 between ticks; :class:`Clusters` runs the first two stages over all of them at once and hands the tick
 one :class:`Collected` value. A cluster that cannot be read is reported and stays with that cluster: the
 others go on. Only the jobs of the shards this daemon holds are read (all of them with ``shards: 1``;
-``autoscaler/leases.py``). A backtest replaces the reading of Flink with its recorded samples
-(``recorded``), and nothing else.
+``autoscaler/leases.py``). What reads a cluster is a value, its metrics source
+(``autoscaler/metrics_source.py``): Flink's REST API, or a backtest's recorded samples, and nothing else
+changes with it.
 """
 
 from __future__ import annotations
@@ -21,29 +22,19 @@ import structlog
 
 from autoscaler.clock import Clock, SystemClock
 from autoscaler.cluster_session import ClusterSession
-from autoscaler.collect import (
-    FetchCheck,
-    FetchTiming,
-    FetchWait,
-    JobSlots,
-    NotRunning,
-    await_fetch,
-    collect,
-    collect_taskmanagers,
-    fetch_interval_warning,
-)
-from autoscaler.discover import discover
 from autoscaler.durations import to_ms
 from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.errors import FlinkError, FlinkUnreachable
+from autoscaler.job_memory import JobMemory
+from autoscaler.job_scope import WHOLE, JobScope
 from autoscaler.leases import LeaseKeeper
 from autoscaler.metrics import MetricsReporter
+from autoscaler.metrics_source import FlinkRest, MetricsSource
 from autoscaler.model import InvalidOptions, JobSample, JobTarget, Unavailable
 from autoscaler.plugins.configured import PluginInstances
 from autoscaler.plugins.evaluators import EvaluatorInstances
-from autoscaler.plugins.metrics import metric_providers
 from autoscaler.reasons import Reason
-from autoscaler.resources import fetch_taskmanager_resources, taskmanager_resources
+from autoscaler.resources import taskmanager_resources
 from autoscaler.settings import Settings
 from autoscaler.state import StateStore
 
@@ -51,13 +42,9 @@ __all__ = [
     "ClusterSession",
     "Clusters",
     "Collected",
-    "Recorded",
 ]
 
 log = structlog.get_logger(__name__)
-
-_FETCH_PROBES = 3  # jobs tried in turn to watch for the tick's metric fetch (one that restarts fails)
-_JOBS_PER_REQUEST_SLOT = 4  # jobs collected at once per concurrent request (collect.JobSlots)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,19 +55,15 @@ class Collected:
     unavailable: tuple[Unavailable, ...] = ()  # jobs found but not sampled this tick, and why
     cluster_errors: Mapping[str, str] = field(default_factory=dict)  # cluster -> why it was not read
     invalid: tuple[InvalidOptions, ...] = ()  # jobs whose options could not be read, and why
-
-
-# A backtest's stand-in for discover + collect: cluster name and tick -> the jobs the cluster runs (keys)
-# and the samples read of them (``autoscaler/backtest``). The leases, decisions and realizing stay real.
-Recorded = Callable[[str, int], tuple[frozenset[str], Sequence[JobSample]]]
+    scope: JobScope = WHOLE  # the jobs read: all (a whole tick) or one
 
 
 class Clusters:
     """Every watched cluster: leases, discovery and collection, once per cluster and tick.
 
-    ``forget`` is told the keys of jobs this process stops acting on (a cluster it no longer holds the
-    lease of, a job gone from its cluster), so that their caches elsewhere go too; their stored state
-    stays.
+    ``memory`` is told the keys of jobs this process stops acting on (a cluster it no longer holds the
+    lease of, a job gone from its cluster), so that every cache of them goes; their stored state stays.
+    Each cluster's metric-name cache and fetch book register in it here.
     """
 
     def __init__(
@@ -91,21 +74,23 @@ class Clusters:
         metrics: MetricsReporter,
         plugins: PluginInstances,
         evaluators: EvaluatorInstances,
-        forget: Callable[[Sequence[str]], None],
+        memory: JobMemory,
         transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
         clock: Clock | None = None,
-        recorded: Recorded | None = None,
+        source: MetricsSource | None = None,
     ) -> None:
         self.settings = settings
-        self._recorded = recorded
         self.state = state
         self.metrics = metrics
         self.plugins = plugins
         self.evaluators = evaluators
-        self._forget = forget
-        # The tick waits for Flink's metric fetch on this clock: a fake one's wait takes fake time, so
-        # simulated ticks read their fetches as late after their start as real ones (clock.py).
-        self._clock = clock or SystemClock()
+        self.memory = memory
+        # Where the jobs and their samples come from: Flink's REST API, waiting for Flink's metric fetch
+        # on ``clock`` (a fake one's wait takes fake time, so simulated ticks read their fetches as late
+        # after their start as real ones: clock.py), unless a backtest gives its recorded history.
+        self.source: MetricsSource = source or FlinkRest(
+            settings, metrics=metrics, plugins=plugins, evaluators=evaluators, clock=clock or SystemClock()
+        )
         self.leases = LeaseKeeper(
             state, metrics, instance_id=settings.instance_id, ttl_ms=to_ms(settings.effective_lease_ttl)
         )
@@ -121,6 +106,8 @@ class Clusters:
                 max_answer_bytes=options.rest_client_max_answer_size,
             )
             self.sessions.append(ClusterSession(cs, client, options))
+        for c in self.sessions:
+            memory.register(c.names, c.fetches)
 
     def __getitem__(self, name: str) -> ClusterSession:
         return next(c for c in self.sessions if c.name == name)
@@ -129,66 +116,40 @@ class Clusters:
         return iter(self.sessions)
 
     # ------------------------------------------------------------------ discover + collect
-    async def collect(self, now_ms: int, only_job: str | None = None) -> Collected:
+    async def collect(self, now_ms: int, scope: JobScope = WHOLE) -> Collected:
         """Discover and sample every job of every cluster this daemon holds a lease of (of the shards it
-        holds), concurrently. ``only_job`` (a job key) reads that job alone: the re-evaluation a cooldown
+        holds), concurrently; a one-job ``scope`` reads that job alone: the re-evaluation a cooldown
         scheduled."""
-        sessions = [c for c in self.sessions if only_job is None or only_job.startswith(f"{c.name}/")]
-        results = await asyncio.gather(*(self._collect_cluster(c, now_ms, only_job) for c in sessions))
+        sessions = [c for c in self.sessions if scope.reaches(c.name)]
+        results = await asyncio.gather(*(self._collect_cluster(c, now_ms, scope) for c in sessions))
         found = [item for batch, _ in results for item in batch]
         return Collected(
             samples=tuple(s for s in found if isinstance(s, JobSample)),
             unavailable=tuple(u for u in found if isinstance(u, Unavailable)),
             cluster_errors={c.name: err for c, (_, err) in zip(sessions, results, strict=True) if err},
             invalid=tuple(i for i in found if isinstance(i, InvalidOptions)),
+            scope=scope,
         )
 
     async def _collect_cluster(
-        self, cluster: ClusterSession, now_ms: int, only_job: str | None
+        self, cluster: ClusterSession, now_ms: int, scope: JobScope
     ) -> tuple[list[JobSample | Unavailable | InvalidOptions], str | None]:
         """The cluster's samples, the jobs not sampled (and why), the jobs whose options are invalid
         (and the validation's message); or, for a cluster that could not be listed, why."""
         if not await self._hold_lease(cluster, now_ms):
             return [], None
-        if self._recorded is not None:
-            return [*self._replayed(cluster, now_ms, only_job)], None
-        mine = cluster.lease.owns if cluster.lease.sharded else None
         try:
-            discovery = await discover(
-                cluster.client, cluster.settings, cluster.options, cluster.job_configs, keep=mine
-            )
+            reading = await self.source.read(cluster, now_ms, scope)
         except FlinkError as exc:
-            return [*self._unreadable(cluster, exc, only_job)], str(exc)
-        await cluster.read_flink_config(now_ms)
-        self._check_fetch_interval(cluster)
-        targets = [t for t in discovery.targets if only_job is None or t.job.key == only_job]
-        unreadable = [u for u in discovery.unreadable if only_job is None or u.job.key == only_job]
+            return [*self._unreadable(cluster, exc, scope)], str(exc)
         invalid: list[InvalidOptions] = []
-        if only_job is None:  # a one-job view must not forget or recount the others
-            cluster.jobs = {t.job.key for t in discovery.targets} | {j.key for j in discovery.not_running}
-            cluster.jobs |= {u.job.key for u in discovery.unreadable}
-            for job, message in discovery.invalid:
-                cluster.jobs.add(job.key)
-                invalid.append(InvalidOptions(JobTarget(job, cluster.options), message))
-            found = [*(t.job for t in discovery.targets), *(u.job for u in discovery.unreadable)]
-            cluster.refs = {ref.key: ref for ref in found}
-        if not targets:
-            return [*invalid, *unreadable], None
-        return [*invalid, *unreadable, *await self._collect_targets(cluster, targets, now_ms)], None
-
-    def _replayed(
-        self, cluster: ClusterSession, now_ms: int, only_job: str | None
-    ) -> list[JobSample | Unavailable]:
-        """What a backtest recorded (or re-simulated) for this tick, in place of reading Flink."""
-        assert self._recorded is not None
-        running, samples = self._recorded(cluster.name, now_ms)
-        if only_job is None:
-            cluster.jobs = set(running)
-            cluster.refs = {s.job.key: s.job for s in samples}
-        return [s for s in samples if only_job is None or s.job.key == only_job]
+        if scope.whole:  # a one-job view must not forget or recount the others
+            cluster.jobs.discovered(reading.running, reading.refs)
+            invalid = [InvalidOptions(JobTarget(job, cluster.options), why) for job, why in reading.invalid]
+        return [*invalid, *reading.found], None
 
     def _unreadable(
-        self, cluster: ClusterSession, exc: FlinkError, only_job: str | None
+        self, cluster: ClusterSession, exc: FlinkError, scope: JobScope
     ) -> list[JobSample | Unavailable]:
         """The cluster could not be listed: each job it ran at the last discovery is unavailable this
         tick, with the reason, so its outcome, ``status`` and ``explain`` say so instead of showing its
@@ -196,85 +157,11 @@ class Clusters:
         unreachable = isinstance(exc, FlinkUnreachable)
         reason = Reason.CLUSTER_UNREACHABLE if unreachable else Reason.CLUSTER_ERROR
         log.warning("cluster_unavailable", cluster=cluster.name, error=str(exc))
-        refs = [r for key, r in cluster.refs.items() if only_job is None or key == only_job]
+        refs = [r for key, r in cluster.jobs.refs.items() if scope.admits(key)]
         if not refs:
             self.metrics.report_error(cluster.name, reason)
         detail = f"the cluster could not be read this tick: {exc}"
         return [Unavailable(JobTarget(ref, cluster.options), reason, detail) for ref in refs]
-
-    def _check_fetch_interval(self, cluster: ClusterSession) -> None:
-        """Warn once per cluster (and again when it changes) if the loop is too fast for Flink's fetcher;
-        the gauges say it to dashboards and alerts on every tick."""
-        loop_ms = to_ms(self.settings.control_loop_interval)
-        assumed = cluster.metric_fetch_interval_ms is None
-        warning = fetch_interval_warning(loop_ms, cluster.fetch_interval_ms, assumed=assumed)
-        if warning != cluster.fetch_warning:
-            if warning is not None:
-                log.warning("metric_fetch_interval_too_long", cluster=cluster.name, detail=warning)
-            else:
-                interval_ms = cluster.fetch_interval_ms
-                log.info("metric_fetch_interval_ok", cluster=cluster.name, fetch_interval_ms=interval_ms)
-            cluster.fetch_warning = warning
-        self.metrics.metric_fetch_interval.labels(cluster.name).set(cluster.fetch_interval_ms / 1000)
-        self.metrics.metric_fetch_warning.labels(cluster.name).set(0 if warning is None else 1)
-
-    async def _collect_targets(
-        self, cluster: ClusterSession, targets: list[JobTarget], now_ms: int
-    ) -> list[JobSample | Unavailable]:
-        """The cluster's work first, once (the wait for the tick's metric fetch, the TaskManagers), then
-        each job's own reads: ``/jobs/:id`` and one query per vertex (``autoscaler.collect.fetch``)."""
-        fetch_wait_s = cluster.settings.metric_fetch_wait.total_seconds()
-        await self._await_fetch(cluster, targets, fetch_wait_s)
-        tms = await collect_taskmanagers(cluster.client, cluster.names)
-        tms = await fetch_taskmanager_resources(cluster.client, tms)  # quota, slots, memory advice
-        taskmanagers = cluster.memory_usage.observe(tms, now_ms, to_ms(cluster.options.metrics_window))
-        timing = FetchTiming(
-            fetch_interval_ms=cluster.fetch_interval_ms,
-            loop_interval_ms=to_ms(self.settings.control_loop_interval),
-            wait_ms=round(fetch_wait_s * 1000),
-        )
-        slots = JobSlots(cluster.settings.max_concurrency * _JOBS_PER_REQUEST_SLOT)
-
-        async def one(target: JobTarget) -> JobSample | Unavailable:
-            async with slots:
-                return await collect(
-                    cluster.client,
-                    target,
-                    now_ms,
-                    cluster.names,
-                    taskmanagers,
-                    fetches=FetchCheck(cluster.fetches, timing, self._clock.now_ms),
-                    providers=metric_providers(
-                        target.options, plugins=self.plugins, evaluators=self.evaluators
-                    ),
-                    sleep=slots.sleep,
-                )
-
-        return list(await asyncio.gather(*(one(t) for t in targets)))
-
-    async def _await_fetch(self, cluster: ClusterSession, targets: list[JobTarget], wait_s: float) -> None:
-        """Wait (up to ``wait_s``) for the metric fetch this tick starts to land, watching one job.
-
-        Flink's fetch is cluster-wide, so one job shows it for all. The probe is a job read last tick
-        (its reading tells a fetch that landed already), the first that answers of a few; if all fail,
-        the jobs are read without waiting and their reads tell what they got. The wait is a metric.
-        """
-        known = [t for t in targets if t.job.key in cluster.fetches]
-        probes = (known or targets)[:_FETCH_PROBES]
-        wait = FetchWait(wait_s, self._clock.sleep)
-        started_ms = self._clock.now_ms()
-        for target in probes:
-            last = cluster.fetches.last_reading(target.job.key)
-            try:
-                landed = await await_fetch(cluster.client, target.job.job_id, last, wait) is not None
-            except (NotRunning, FlinkError) as exc:
-                log.debug("fetch_probe_failed", cluster=cluster.name, job=target.job.key, error=str(exc))
-                continue
-            log.debug("metric_fetch_awaited", cluster=cluster.name, probe=target.job.key, landed=landed)
-            if wait_s > 0:
-                waited_s = (self._clock.now_ms() - started_ms) / 1000
-                self.metrics.report_fetch_wait(cluster.name, waited_s, landed)
-            return
 
     # ------------------------------------------------------------------ leases
     async def _hold_lease(self, cluster: ClusterSession, now_ms: int) -> bool:
@@ -290,11 +177,8 @@ class Clusters:
     def _stand_down(self, cluster: ClusterSession, shards: frozenset[int]) -> None:
         """Drop what this process knew of the jobs of these shards; the next holder keeps their stored
         state and window, which this process replays if it takes them back."""
-        keys = sorted(k for k in cluster.jobs | set(cluster.refs) if cluster.lease.shard(k) in shards)
-        self.forget(keys)  # before dropping them from jobs: a forgotten job is not "gone" (no trim)
-        cluster.jobs.difference_update(keys)
-        for key in keys:
-            cluster.refs.pop(key, None)
+        keys = cluster.jobs.drop(lambda key: cluster.lease.shard(key) in shards)  # not "gone": no trim
+        self.memory.forget(keys)
         if not cluster.lease.held():
             self.metrics.jobs.labels(cluster.name).set(0)
 
@@ -362,21 +246,12 @@ class Clusters:
     # ------------------------------------------------------------------ jobs that leave
     def vanished(self) -> list[str]:
         """Forget the jobs no longer on their (reachable) cluster and return their keys (their stored
-        window rows go with this tick's write); their state is kept."""
-        live = {key for c in self.sessions for key in c.jobs}
-        gone = sorted(self.metrics.known_jobs() - live)  # an unreachable cluster keeps its last job set
+        window rows go with this tick's write); their state is kept. Each cluster's registry of its live
+        jobs says which left (an unreachable cluster keeps its last job set: ``autoscaler.live_jobs``)."""
+        gone = sorted(key for c in self.sessions for key in c.jobs.take_left())
         if gone:
-            self.forget(gone)
+            self.memory.forget(gone)
         return gone
-
-    def forget(self, keys: Sequence[str]) -> None:
-        """Drop the jobs' metric series, cached metric names and whatever ``forget`` drops elsewhere."""
-        self._forget(keys)
-        self.metrics.forget_jobs(keys)
-        for c in self.sessions:
-            for key in keys:
-                c.names.forget(key)
-                c.fetches.forget(key)
 
     def report_jobs(self, samples: Sequence[JobSample]) -> None:
         for c in self.sessions:

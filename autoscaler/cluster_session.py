@@ -1,7 +1,7 @@
 """What the daemon knows of one watched Flink cluster between ticks (:class:`ClusterSession`): its REST
-client and options, the leases it holds of it, the jobs it found there, Flink's cooldown and metric fetch
-interval, and the per-cluster caches of the collect stage. :mod:`autoscaler.cluster` runs the discover
-and collect stages over all of them.
+client and options, the leases it holds of it, the jobs it runs (:class:`~autoscaler.live_jobs.LiveJobs`),
+Flink's cooldown and metric fetch interval, and the per-cluster caches of the collect stage.
+:mod:`autoscaler.cluster` runs the discover and collect stages over all of them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from autoscaler.flink.jobmanager_config import (
     slot_idle_timeout_ms,
 )
 from autoscaler.leases import ClusterLease
-from autoscaler.model import JobRef
+from autoscaler.live_jobs import LiveJobs
 from autoscaler.settings import AutoscalerOptions, ClusterSettings
 
 __all__ = ["ClusterSession"]
@@ -41,8 +41,7 @@ class ClusterSession:
     options: AutoscalerOptions
     names: MetricNameCache = field(default_factory=MetricNameCache)
     fetches: FetchBook = field(default_factory=FetchBook)  # each job's last reading: new fetch or stale?
-    jobs: set[str] = field(default_factory=set)  # job keys seen at the last successful discovery
-    refs: dict[str, JobRef] = field(default_factory=dict)  # by key: the jobs it found to autoscale then
+    jobs: LiveJobs = field(default_factory=LiveJobs)  # as the last successful discovery saw them; which left
     job_configs: dict[str, Mapping[str, str]] = field(default_factory=dict)  # by JobID, while it runs
     flink_cooldown_ms: int = FLINK_DEFAULT_COOLDOWN_MS  # the adaptive scheduler's, from /jobmanager/config
     slot_idle_timeout_ms: int = FLINK_DEFAULT_SLOT_IDLE_TIMEOUT_MS  # slot.idle.timeout, from the same

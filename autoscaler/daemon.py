@@ -18,11 +18,14 @@ import structlog
 
 from autoscaler.archive import TickArchive
 from autoscaler.clock import Clock, SystemClock
-from autoscaler.cluster import Clusters, Collected, Recorded
+from autoscaler.cluster import Clusters, Collected
 from autoscaler.durations import to_ms
 from autoscaler.evaluate.stage import Evaluated, Evaluator, evaluate
 from autoscaler.idle_slots import IdleSlotBook
+from autoscaler.job_memory import JobMemory
+from autoscaler.job_scope import WHOLE, JobScope
 from autoscaler.metrics import MetricsReporter
+from autoscaler.metrics_source import MetricsSource
 from autoscaler.model import JobSample
 from autoscaler.offload import offload
 from autoscaler.plugins.api import ScalingExecutorPlugin
@@ -63,7 +66,7 @@ class Daemon:
         transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
         on_outcome: Callable[[JobOutcome], None] | None = None,
         archive: TickArchive | None = None,
-        recorded: Recorded | None = None,
+        source: MetricsSource | None = None,
     ) -> None:
         self.settings = settings
         self.evaluator = evaluator
@@ -77,19 +80,26 @@ class Daemon:
         self.archive = archive  # each tick's samples and outcomes, to Parquet behind the tick
         self.store = TickStore(self.state, self.metrics, persist_window=settings.persist_window)
         self.schedule = Schedule(self.clock, self.metrics)
+        self._chain_log = ChainLog()
+        # What this process remembers of each job, dropped at once when it stops acting on a job (the job
+        # left its cluster, or the lease went): the Spark windows, restored-window marks, pending retries,
+        # logged chains and Prometheus series here; each cluster's metric names and fetch book join in
+        # Clusters. Their stored state and window stay, for whoever acts on them next.
+        self.memory = JobMemory(self.evaluator, self.store, self.schedule, self._chain_log, self.metrics)
         self.clusters = Clusters(
             settings,
             state=self.state,
             metrics=self.metrics,
             plugins=self.plugins,
             evaluators=self.evaluators,
-            forget=self._forget,
+            memory=self.memory,
             transports=transports,
             clock=self.clock,  # the tick waits for Flink's metric fetch on it, fake or real
-            recorded=recorded,  # a backtest's samples in place of Flink's (autoscaler/backtest)
+            source=source,  # Flink's REST API unless given, e.g. a backtest's recorded history
         )
-        self._chain_log = ChainLog()
         self._idle_slots = IdleSlotBook()  # the slots this daemon's scale-downs left idle, for a minute
+        # (not job memory: the slots come back to the cluster on their own timer, whether or not the job
+        # that left them is still there or still this daemon's, so a job's leaving does not drop them)
         self._tick_lock = asyncio.Lock()
         self._evaluation_failed = False  # the last evaluation failed: check the evaluator before acting
 
@@ -108,11 +118,11 @@ class Daemon:
     def on_outcome(self, callback: Callable[[JobOutcome], None] | None) -> None:
         self.delivery.on_outcome = callback
 
-    async def run_tick(self, only_job: str | None = None, *, drain: bool = True) -> TickReport:
+    async def run_tick(self, scope: JobScope = WHOLE, *, drain: bool = True) -> TickReport:
         """One pass over every cluster and job; never raises for a cluster's or a job's failure.
 
-        ``only_job`` (a job key) runs the same pipeline for that job alone: the re-evaluation a
-        cooldown scheduled for the instant it ends. ``drain``: return once the tick's outcomes reached
+        A one-job ``scope`` runs the same pipeline for that job alone: the re-evaluation a cooldown
+        scheduled for the instant it ends. ``drain``: return once the tick's outcomes reached
         ``on_outcome`` too; the scheduled ticks don't wait (``autoscaler.tick.delivery``).
         """
         async with self._tick_lock:
@@ -123,7 +133,7 @@ class Daemon:
                 return await self._stand_by(
                     now_ms, "the state database is unusable", "state_database_unusable"
                 )
-            collected = await self.clusters.collect(now_ms, only_job)  # discover + collect
+            collected = await self.clusters.collect(now_ms, scope)  # discover + collect
             timer.lap("collect")
             loaded = await self.store.load(collected.samples, self.clusters.lease_tokens(self.clock.now_ms()))
             timer.lap("load")
@@ -158,7 +168,7 @@ class Daemon:
             )
             self._idle_slots.note([s.outcome for s in realized if s.outcome is not None], idle_timeouts)
             timer.lap("realize")
-            report = await self._record(now_ms, timer, collected, loaded, realized, claimed.slots, only_job)
+            report = await self._record(now_ms, timer, collected, loaded, realized, claimed.slots)
         if drain:
             await self.delivery.drain()
         return report
@@ -223,7 +233,6 @@ class Daemon:
         loaded: Loaded,
         steps: Sequence[JobStep],
         slots: Mapping[str, tuple[int, int]],
-        only_job: str | None,
     ) -> TickReport:
         """The record stage (``autoscaler.tick.record``): the tick's states in one transaction, then its
         metrics, events and outcomes, all from the values the stages returned.
@@ -233,7 +242,7 @@ class Daemon:
         """
         done = record.outcomes(steps, collected.unavailable, now_ms)
         self.schedule.retry_deferred(done, now_ms)
-        gone = self.clusters.vanished() if only_job is None else []  # a one-job view forgets nothing
+        gone = self.clusters.vanished() if collected.scope.whole else []  # a one-job view forgets nothing
         clock_ms = self.clock.now_ms()
         lapsed, tokens = self.clusters.lapsed(clock_ms), self.clusters.lease_tokens(clock_ms)
         states = record.next_states(steps)
@@ -244,18 +253,11 @@ class Daemon:
         await record.publish(record.tick_events(collected, steps, now_ms), self.events, self.delivery, done)
         if self.archive is not None:  # a hand-over: never waits for the disk, never raises
             self.archive.hand_over(now_ms, collected.samples, done)
-        if only_job is None:  # a whole tick: it also tells /readyz that the loop is alive
+        if collected.scope.whole:  # a whole tick: it also tells /readyz that the loop is alive
             timer.lap("record")
             self.metrics.report_tick(timer.total_s, timer.stages)
             self.clusters.report_jobs(collected.samples)
         return TickReport(now_ms, tuple(done), collected.cluster_errors)
-
-    def _forget(self, job_keys: Sequence[str]) -> None:
-        """This process no longer acts on these jobs: drop their Spark windows, restored-window marks
-        and pending retries (their stored state and window stay, for whoever acts on them next)."""
-        self.evaluator.forget(job_keys)
-        self.store.forget(job_keys)
-        self.schedule.forget(job_keys)
 
     # ------------------------------------------------------------------ lifecycle
     async def serve(self, stop: asyncio.Event) -> None:
@@ -277,7 +279,7 @@ class Daemon:
                 stop,
                 interval=interval,
                 tick=lambda: self.run_tick(drain=False),
-                job_tick=lambda job_key: self.run_tick(only_job=job_key, drain=False),
+                job_tick=lambda job_key: self.run_tick(JobScope(job_key), drain=False),
                 housekeeping=self._cleanup,
             )
         finally:

@@ -283,7 +283,7 @@ class MetricsReporter:
             ("cluster",),
             registry=r,
         )
-        # Every per-job metric, and its label names, for forget_jobs(); the per-vertex ones are in the books.
+        # Every per-job metric, and its label names, for forget(); the per-vertex ones are in the books.
         self.cluster_slots = Gauge(
             "flink_autoscaler_cluster_slots",
             "The cluster's task slots from GET /taskmanagers at the last tick, by state (total, free); "
@@ -390,7 +390,7 @@ class MetricsReporter:
         else:
             self.balanced.labels(job.cluster, job.name).inc()
 
-    def forget_jobs(self, job_keys: Iterable[str]) -> None:
+    def forget(self, job_keys: Iterable[str]) -> None:
         """Remove every series (vertex gauges and per-job counters) of jobs that are gone; their share of
         the per-vertex cap goes to the next job that did not fit."""
         gone = set(job_keys)

@@ -9,7 +9,7 @@ cooldown gets a one-job tick at exactly the instant the cooldown ends, not up to
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 
 import structlog
@@ -117,7 +117,7 @@ class Schedule:
             misfire_grace_time=None,
         )
 
-    def forget(self, job_keys: Sequence[str]) -> None:
+    def forget(self, job_keys: Iterable[str]) -> None:
         for key in job_keys:
             self.retries.pop(key, None)
 

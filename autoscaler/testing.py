@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -248,7 +248,7 @@ class StubEvaluator:
         rate = self.tpr.get(info.name)
         return 1000.0 if rate is None else rate(info.parallelism)
 
-    def forget(self, job_keys: Sequence[str]) -> None:
+    def forget(self, job_keys: Iterable[str]) -> None:
         self.forgotten.extend(job_keys)
 
     def check(self) -> None:

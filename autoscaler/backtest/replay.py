@@ -2,7 +2,7 @@
 
 The replay runs the real :class:`~autoscaler.daemon.Daemon` (plain-Python evaluator, memory state) at
 each tick of the history, with two stand-ins at the edges: the samples come from the history instead of
-Flink's REST API (``Clusters(recorded=…)``), and a fake Flink answers the realize stage's
+Flink's REST API (``metrics_source.RecordedHistory``), and a fake Flink answers the realize stage's
 ``resource-requirements`` GET and PUT. So every decision goes through the same evaluate, decide, gates,
 slots and realize code as live, with the same state from tick to tick.
 
@@ -34,6 +34,7 @@ from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
 from autoscaler.metrics import MetricsReporter
+from autoscaler.metrics_source import RecordedHistory
 from autoscaler.model import JobSample, JobTarget, VertexId
 from autoscaler.offload import inline
 from autoscaler.settings import AutoscalerOptions, ClusterSettings, Settings
@@ -133,7 +134,7 @@ class _Replay:
             metrics=MetricsReporter(vertex_metrics="off"),  # no one scrapes a replay
             transports={history.cluster: httpx.MockTransport(self.flink.handle)},
             on_outcome=self._outcome,
-            recorded=lambda _cluster, _now: self.now,
+            source=RecordedHistory(lambda _cluster, _now: self.now),
         )
         self.daemon.clusters[history.cluster].flink_cooldown_ms = flink_cooldown_ms  # not in the archive
 

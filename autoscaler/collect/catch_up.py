@@ -25,7 +25,7 @@ settled here, so a restarted daemon replays what its predecessor decided on.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from autoscaler.model import VertexSample
@@ -83,5 +83,6 @@ class CatchUpBook:
                 settled[vid] = replace(sample, observed_tpr=math.nan)
         return vertices if settled is None else settled
 
-    def forget(self, job_key: str) -> None:
-        self._runs.pop(job_key, None)
+    def forget(self, job_keys: Iterable[str]) -> None:
+        for key in job_keys:
+            self._runs.pop(key, None)

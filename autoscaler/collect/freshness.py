@@ -55,7 +55,7 @@ the cluster's fetch interval, so that stale readings are routine rather than rar
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from autoscaler.collect.catch_up import CatchUpBook
@@ -182,9 +182,11 @@ class FetchBook:
         last = self._last.get(job_key)
         return last.reading if last is not None else None
 
-    def forget(self, job_key: str) -> None:
-        self._last.pop(job_key, None)
-        self.catch_up.forget(job_key)
+    def forget(self, job_keys: Iterable[str]) -> None:
+        keys = list(job_keys)
+        for key in keys:
+            self._last.pop(key, None)
+        self.catch_up.forget(keys)
 
     def __contains__(self, job_key: object) -> bool:
         return job_key in self._last

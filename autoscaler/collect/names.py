@@ -50,9 +50,10 @@ class MetricNameCache:
         self._tm_listing: dict[str, frozenset[str]] = {}  # cluster -> listed TaskManager names (custom)
         self._warm: dict[str, str] = {}  # job key -> JobID collected completely at least once
 
-    def forget(self, job_key: str) -> None:
-        self._jobs.pop(job_key, None)
-        self._warm.pop(job_key, None)
+    def forget(self, job_keys: Iterable[str]) -> None:
+        for key in job_keys:
+            self._jobs.pop(key, None)
+            self._warm.pop(key, None)
 
     def drop_names(self, job_key: str) -> None:
         """Re-list the job's names next time (an answer lacked a listed name), but stay warm."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -50,7 +50,7 @@ class Evaluator(Protocol):
         """
         ...
 
-    def forget(self, job_keys: Sequence[str]) -> None: ...
+    def forget(self, job_keys: Iterable[str]) -> None: ...
 
     def check(self) -> None:
         """Raise unless the backend can evaluate now (after repairing what it can, e.g. a new session

@@ -3,7 +3,7 @@ decided changes (:mod:`autoscaler.plugins.chain` runs a chain; this module runs 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 import structlog
@@ -28,6 +28,12 @@ class ChainLog:
 
     def __init__(self) -> None:
         self._logged: dict[str, tuple[str, ...]] = {}
+
+    def forget(self, job_keys: Iterable[str]) -> None:
+        """Jobs this process no longer acts on: their chain is logged again if they come back (and a
+        fleet's departed jobs are not remembered forever)."""
+        for key in job_keys:
+            self._logged.pop(key, None)
 
     def __call__(self, job: JobRef, configured: ConfiguredChain) -> None:
         order = tuple(f"{p.name}(priority {p.priority()})" for p in order_plugins(configured.plugins))

@@ -32,7 +32,18 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     ("the per-job stages", frozenset({"tick", "idle_slots"})),
     (
         "clusters: discover and collect",
-        frozenset({"cluster", "cluster_session", "discover", "leases", "collect", "stopping"}),
+        frozenset(
+            {
+                "cluster",
+                "metrics_source",
+                "cluster_session",
+                "live_jobs",
+                "discover",
+                "leases",
+                "collect",
+                "stopping",
+            }
+        ),
     ),
     (
         "plugins and the slot arithmetic",
@@ -43,13 +54,14 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
         frozenset({"evaluate", "metrics", "vertex_series", "resources", "shards", "unknown_metrics"}),
     ),
     ("what is stored and what Flink answers", frozenset({"state", "flink"})),
-    ("values", frozenset({"model"})),
+    ("values", frozenset({"model", "job_scope"})),
     (
         "foundations",
         frozenset(
             {
                 "settings",
                 "health",
+                "job_memory",
                 "logs",
                 "simulator",
                 "calendar",

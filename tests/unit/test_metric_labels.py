@@ -52,7 +52,7 @@ def test_every_series_of_a_long_named_job_has_the_capped_label_and_stays_its_job
 
     # The job is known by its key, so it is not taken for a vanished one (whose series go) at each tick.
     assert metrics.known_jobs() == {job.key, "c1/short"}
-    metrics.forget_jobs([job.key])
+    metrics.forget([job.key])
     left = {
         s.labels["job"] for family in metrics.registry.collect() for s in family.samples if "job" in s.labels
     }

@@ -43,7 +43,7 @@ def test_every_series_of_a_vanished_job_is_removed():
     metrics.report_error("c1", Reason.CLUSTER_UNREACHABLE)
     assert metrics.known_jobs() == {"c1/job", "c1/other"}
 
-    metrics.forget_jobs(["c1/job", "c1/other"])
+    metrics.forget(["c1/job", "c1/other"])
     text = "\n".join(f"{s.name}{s.labels}" for family in metrics.registry.collect() for s in family.samples)
     assert "'job': 'job'" not in text and "'job': 'other'" not in text
     assert metrics.known_jobs() == set()
@@ -63,7 +63,7 @@ def test_a_verification_sets_each_measured_ratio_counts_once_and_goes_with_its_v
     assert value(metrics, "flink_autoscaler_scaling_verification_ratio", **idle) is None  # not measured
     job = {"cluster": "c1", "job": "job"}
     assert value(metrics, "flink_autoscaler_scaling_verifications_total", **job, result="below_expected") == 1
-    metrics.forget_jobs(["c1/job"])
+    metrics.forget(["c1/job"])
     assert value(metrics, "flink_autoscaler_scaling_verification_ratio", **work) is None
     assert (
         value(metrics, "flink_autoscaler_scaling_verifications_total", **job, result="below_expected") is None

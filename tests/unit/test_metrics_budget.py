@@ -180,7 +180,7 @@ def test_the_cap_holds_withholds_whole_jobs_and_counts_and_logs_them_once():
     assert len(reached) == 1 and reached[0]["job"] == jobs[2].job.key
 
     # A job that vanishes hands its share to the next one that did not fit, at that one's next report.
-    metrics.forget_jobs([jobs[0].job.key])
+    metrics.forget([jobs[0].job.key])
     for evaluation in jobs[1:]:
         metrics.report_evaluation(evaluation)
     assert {job for job, _ in exported(metrics)["load"]} == set(names[1:3])
@@ -229,7 +229,7 @@ def test_every_series_of_a_vanished_job_is_removed_in_every_mode(mode, cap):
     assert metrics.known_jobs() == {e.job.key for e in jobs}
     assert value(metrics, "flink_autoscaler_vertex_series_withheld_jobs") == (1 if cap else 0)
 
-    metrics.forget_jobs(e.job.key for e in jobs)
+    metrics.forget(e.job.key for e in jobs)
     assert job_labels(metrics) == set()
     assert metrics.known_jobs() == set()
     assert value(metrics, "flink_autoscaler_vertex_series_exported") == 0

@@ -10,6 +10,7 @@ from datetime import timedelta
 from daemon_world import OPTIONS, World
 
 from autoscaler.clock import FakeClock
+from autoscaler.job_scope import JobScope
 from autoscaler.metrics import MetricsReporter
 from autoscaler.reasons import Reason
 from autoscaler.schedule import Schedule, cleanup
@@ -50,10 +51,10 @@ async def test_a_deferred_decision_is_retried_for_that_job_exactly_when_the_cool
     )
 
     w.clock.advance(ms=w.daemon.retries["a/job-a"] - w.clock.now_ms() - 1000)
-    early = await w.daemon.run_tick(only_job="a/job-a")
+    early = await w.daemon.run_tick(JobScope("a/job-a"))
     assert [o.outcome for o in early.outcomes] == [Reason.COOLDOWN_DEFERRED]
     w.clock.advance(1)
-    on_time = await w.daemon.run_tick(only_job="a/job-a")
+    on_time = await w.daemon.run_tick(JobScope("a/job-a"))
     assert [(o.job.name, o.outcome) for o in on_time.outcomes] == [("job-a", Reason.SCALING)]
     assert len(w.puts("a")) == 1 and w.puts("b") == []  # the one-job tick touched only its job
 

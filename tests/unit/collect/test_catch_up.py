@@ -82,7 +82,7 @@ def test_forget_drops_the_job_and_jobs_are_apart() -> None:
         settle_ms=SETTLE_MS,
     )
     assert math.isnan(other[SRC].observed_tpr)  # another job's source has its own minute
-    book.forget("c/j")
+    book.forget(["c/j"])
     assert math.isnan(settled_at(book, start + 70_000, 900.0))
 
 

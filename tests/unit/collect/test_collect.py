@@ -172,7 +172,7 @@ async def test_resubmitted_job_is_cold_again(fake: FakeFlink, client: FlinkClien
     await sample_job(client, cache, sleep=sleep)
     assert cache.is_warm(TARGET.job.key, JID)
     assert not cache.is_warm(TARGET.job.key, "f" * 32)
-    cache.forget(TARGET.job.key)
+    cache.forget([TARGET.job.key])
     assert not cache.is_warm(TARGET.job.key, JID)
     fake.empty_answers[WORK] += 1
     await sample_job(client, cache, sleep=sleep)

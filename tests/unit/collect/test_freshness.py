@@ -440,7 +440,7 @@ def test_a_restart_or_a_new_job_key_starts_a_new_reading() -> None:
     # Same counters after a restart (RUNNING moved): a new job run, not a stale one.
     assert book.judge("k", _details(100, running_ms=RUNNING_MS + 1), 11_000, TIMING).stale_ticks == 0
     assert book.judge("other", _details(100), 11_000, TIMING).stale_ticks == 0
-    book.forget("k")
+    book.forget(["k"])
     assert "k" not in book
     assert book.judge("k", _details(100), 16_000, TIMING).ts_ms == 16_000
 

@@ -99,7 +99,7 @@ async def test_parallelism_change_keeps_the_cache(fake: FakeFlink, client: Flink
 async def test_forget_drops_a_job(fake: FakeFlink, client: FlinkClient) -> None:
     cache = MetricNameCache()
     await sample_job(client, cache)
-    cache.forget(TARGET.job.key)
-    cache.forget("prod/unknown")  # forgetting an unknown job is harmless
+    cache.forget([TARGET.job.key])
+    cache.forget(["prod/unknown"])  # forgetting an unknown job is harmless
     await sample_job(client, cache)
     assert fake.listed == Counter({SRC: 2, WORK: 2, AGG: 2})
