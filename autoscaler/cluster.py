@@ -55,6 +55,9 @@ class Collected:
     unavailable: tuple[Unavailable, ...] = ()  # jobs found but not sampled this tick, and why
     cluster_errors: Mapping[str, str] = field(default_factory=dict)  # cluster -> why it was not read
     invalid: tuple[InvalidOptions, ...] = ()  # jobs whose options could not be read, and why
+    # Of the samples, the ones read from Flink now: their staleness and impossible values are this
+    # tick's news (a backtest's recorded ones were told by the daemon that recorded them).
+    read_now: tuple[JobSample, ...] = ()
     scope: JobScope = WHOLE  # the jobs read: all (a whole tick) or one
 
 
@@ -121,32 +124,40 @@ class Clusters:
         holds), concurrently; a one-job ``scope`` reads that job alone: the re-evaluation a cooldown
         scheduled."""
         sessions = [c for c in self.sessions if scope.reaches(c.name)]
-        results = await asyncio.gather(*(self._collect_cluster(c, now_ms, scope) for c in sessions))
-        found = [item for batch, _ in results for item in batch]
+        parts = await asyncio.gather(*(self._collect_cluster(c, now_ms, scope) for c in sessions))
         return Collected(
-            samples=tuple(s for s in found if isinstance(s, JobSample)),
-            unavailable=tuple(u for u in found if isinstance(u, Unavailable)),
-            cluster_errors={c.name: err for c, (_, err) in zip(sessions, results, strict=True) if err},
-            invalid=tuple(i for i in found if isinstance(i, InvalidOptions)),
+            samples=tuple(s for p in parts for s in p.samples),
+            unavailable=tuple(u for p in parts for u in p.unavailable),
+            cluster_errors={name: err for p in parts for name, err in p.cluster_errors.items()},
+            invalid=tuple(i for p in parts for i in p.invalid),
+            read_now=tuple(s for p in parts for s in p.read_now),
             scope=scope,
         )
 
-    async def _collect_cluster(
-        self, cluster: ClusterSession, now_ms: int, scope: JobScope
-    ) -> tuple[list[JobSample | Unavailable | InvalidOptions], str | None]:
-        """The cluster's samples, the jobs not sampled (and why), the jobs whose options are invalid
-        (and the validation's message); or, for a cluster that could not be listed, why."""
+    async def _collect_cluster(self, cluster: ClusterSession, now_ms: int, scope: JobScope) -> Collected:
+        """What one cluster gave this tick: its samples, the jobs not sampled (and why), the jobs whose
+        options are invalid (and the validation's message); or, for a cluster that could not be
+        listed, why."""
         if not await self._hold_lease(cluster, now_ms):
-            return [], None
+            return Collected(scope=scope)
         try:
             reading = await self.source.read(cluster, now_ms, scope)
         except FlinkError as exc:
-            return [*self._unreadable(cluster, exc, scope)], str(exc)
-        invalid: list[InvalidOptions] = []
+            unreadable = tuple(self._unreadable(cluster, exc, scope))
+            return Collected(unavailable=unreadable, cluster_errors={cluster.name: str(exc)}, scope=scope)
+        invalid: tuple[InvalidOptions, ...] = ()
         if scope.whole:  # a one-job view must not forget or recount the others
             cluster.jobs.discovered(reading.running, reading.refs)
-            invalid = [InvalidOptions(JobTarget(job, cluster.options), why) for job, why in reading.invalid]
-        return [*invalid, *reading.found], None
+            invalid = tuple(
+                InvalidOptions(JobTarget(job, cluster.options), why) for job, why in reading.invalid
+            )
+        return Collected(
+            samples=tuple(s for s in reading.found if isinstance(s, JobSample)),
+            unavailable=tuple(u for u in reading.found if isinstance(u, Unavailable)),
+            invalid=invalid,
+            read_now=reading.read_now,
+            scope=scope,
+        )
 
     def _unreadable(
         self, cluster: ClusterSession, exc: FlinkError, scope: JobScope

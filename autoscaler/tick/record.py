@@ -130,7 +130,7 @@ def tick_events(collected: Collected, steps: Iterable[JobStep], now_ms: int) -> 
     told: list[TickEvent] = []
     for i in collected.invalid:
         told.append(_job_event(i.target, now_ms, Reason.OPTIONS_VALIDATION, EventType.WARNING, i.message))
-    for sample in collected.samples:
+    for sample in collected.read_now:
         if sample.stale_ticks:
             age_s = (now_ms - sample.ts_ms) / 1000
             text = f"Flink answered with the metrics it had fetched {age_s:g} s before: no new window point"
@@ -315,13 +315,13 @@ def report(
     ``decision`` line per job with its outcome counted."""
     for i in collected.invalid:
         metrics.report_error(i.job.cluster, Reason.OPTIONS_VALIDATION)
-    for sample in collected.samples:
-        job = sample.job
+    for sample in collected.read_now:
         if sample.stale_ticks:
-            metrics.stale_samples.labels(job.cluster, job.name).inc()
+            metrics.stale_samples.labels(sample.job.cluster, sample.job.name).inc()
         if sample.invalid_values:
             _invalid_values(metrics, sample)
-        metrics.job_slots.labels(job.cluster, job.name).set(required_slots(sample.topology))
+    for sample in collected.samples:
+        metrics.job_slots.labels(sample.job.cluster, sample.job.name).set(required_slots(sample.topology))
     for cluster, (total, free) in slots.items():
         known = total > 0  # unknown (no TaskManager listing): NaN, not the last figure
         metrics.cluster_slots.labels(cluster, "total").set(total if known else math.nan)

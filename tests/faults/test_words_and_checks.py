@@ -63,7 +63,7 @@ def test_a_huge_or_infinite_value_is_named_as_what_it_is_not_negative() -> None:
     metrics = MetricsReporter()
     sample = make_sample(topology, invalid_values=invalid)
     with capture_logs() as logs:
-        told(collected=Collected(samples=(sample,)), metrics=metrics)
+        told(collected=Collected(samples=(sample,), read_now=(sample,)), metrics=metrics)
     (line,) = [entry for entry in logs if entry["event"] == "metric_values_invalid"]
     assert line["kinds"] == ["infinite", "negative", "too_large"]
     assert line["detail"].startswith("metric values that cannot be (1 negative, 1 infinite, 1 too large)")
@@ -75,7 +75,7 @@ def test_a_huge_or_infinite_value_is_named_as_what_it_is_not_negative() -> None:
     huge = tuple(v for v in invalid if v.kind == "too_large")
     only_huge = make_sample(topology, invalid_values=huge)
     with capture_logs() as logs:
-        told(collected=Collected(samples=(only_huge,)), metrics=metrics)
+        told(collected=Collected(samples=(only_huge,), read_now=(only_huge,)), metrics=metrics)
     (line,) = [entry for entry in logs if entry["event"] == "metric_values_invalid"]
     assert "negative" not in line["detail"] and "too large" in line["detail"]
     assert line["values"] == [str(huge[0])] and line["kinds"] == ["too_large"]
