@@ -29,7 +29,7 @@ from autoscaler.job_memory import JobMemory
 from autoscaler.job_scope import WHOLE, JobScope
 from autoscaler.leases import LeaseKeeper
 from autoscaler.metrics import MetricsReporter
-from autoscaler.metrics_source import FlinkRest, MetricsSource
+from autoscaler.metrics_source import FetchReport, FlinkRest, MetricsSource
 from autoscaler.model import InvalidOptions, JobSample, JobTarget, Unavailable
 from autoscaler.plugins.configured import PluginInstances
 from autoscaler.plugins.evaluators import EvaluatorInstances
@@ -58,6 +58,9 @@ class Collected:
     # Of the samples, the ones read from Flink now: their staleness and impossible values are this
     # tick's news (a backtest's recorded ones were told by the daemon that recorded them).
     read_now: tuple[JobSample, ...] = ()
+    fetches: Mapping[str, FetchReport] = field(default_factory=dict)  # cluster -> its metric fetcher
+    # cluster -> why it could not be listed, counted once for the cluster when it had no job to count
+    failed: Mapping[str, Reason] = field(default_factory=dict)
     scope: JobScope = WHOLE  # the jobs read: all (a whole tick) or one
 
 
@@ -92,7 +95,7 @@ class Clusters:
         # on ``clock`` (a fake one's wait takes fake time, so simulated ticks read their fetches as late
         # after their start as real ones: clock.py), unless a backtest gives its recorded history.
         self.source: MetricsSource = source or FlinkRest(
-            settings, metrics=metrics, plugins=plugins, evaluators=evaluators, clock=clock or SystemClock()
+            settings, plugins=plugins, evaluators=evaluators, clock=clock or SystemClock()
         )
         self.leases = LeaseKeeper(
             state, metrics, instance_id=settings.instance_id, ttl_ms=to_ms(settings.effective_lease_ttl)
@@ -131,6 +134,8 @@ class Clusters:
             cluster_errors={name: err for p in parts for name, err in p.cluster_errors.items()},
             invalid=tuple(i for p in parts for i in p.invalid),
             read_now=tuple(s for p in parts for s in p.read_now),
+            fetches={name: f for p in parts for name, f in p.fetches.items()},
+            failed={name: why for p in parts for name, why in p.failed.items()},
             scope=scope,
         )
 
@@ -144,7 +149,9 @@ class Clusters:
             reading = await self.source.read(cluster, now_ms, scope)
         except FlinkError as exc:
             unreadable = tuple(self._unreadable(cluster, exc, scope))
-            return Collected(unavailable=unreadable, cluster_errors={cluster.name: str(exc)}, scope=scope)
+            reason = Reason.CLUSTER_UNREACHABLE if isinstance(exc, FlinkUnreachable) else Reason.CLUSTER_ERROR
+            errors, failed = {cluster.name: str(exc)}, {cluster.name: reason} if not unreadable else {}
+            return Collected(unavailable=unreadable, cluster_errors=errors, failed=failed, scope=scope)
         invalid: tuple[InvalidOptions, ...] = ()
         if scope.whole:  # a one-job view must not forget or recount the others
             cluster.jobs.discovered(reading.running, reading.refs)
@@ -156,6 +163,7 @@ class Clusters:
             unavailable=tuple(u for u in reading.found if isinstance(u, Unavailable)),
             invalid=invalid,
             read_now=reading.read_now,
+            fetches={cluster.name: reading.fetch} if reading.fetch is not None else {},
             scope=scope,
         )
 
@@ -165,12 +173,9 @@ class Clusters:
         """The cluster could not be listed: each job it ran at the last discovery is unavailable this
         tick, with the reason, so its outcome, ``status`` and ``explain`` say so instead of showing its
         last decision as if nothing happened. Counted per job; once for the cluster if it had none."""
-        unreachable = isinstance(exc, FlinkUnreachable)
-        reason = Reason.CLUSTER_UNREACHABLE if unreachable else Reason.CLUSTER_ERROR
+        reason = Reason.CLUSTER_UNREACHABLE if isinstance(exc, FlinkUnreachable) else Reason.CLUSTER_ERROR
         log.warning("cluster_unavailable", cluster=cluster.name, error=str(exc))
         refs = [r for key, r in cluster.jobs.refs.items() if scope.admits(key)]
-        if not refs:
-            self.metrics.report_error(cluster.name, reason)
         detail = f"the cluster could not be read this tick: {exc}"
         return [Unavailable(JobTarget(ref, cluster.options), reason, detail) for ref in refs]
 

@@ -33,7 +33,6 @@ from autoscaler.discover import discover
 from autoscaler.durations import to_ms
 from autoscaler.flink.errors import FlinkError
 from autoscaler.job_scope import JobScope
-from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobRef, JobSample, JobTarget, Unavailable
 from autoscaler.plugins.configured import PluginInstances
 from autoscaler.plugins.evaluators import EvaluatorInstances
@@ -50,6 +49,18 @@ _JOBS_PER_REQUEST_SLOT = 4  # jobs collected at once per concurrent request (col
 
 
 @dataclass(frozen=True, slots=True)
+class FetchReport:
+    """What a tick learned of a cluster's lazy metric fetcher, for its gauges (the record stage sets
+    them): how often it refreshes, whether the loop is faster than that, and how long this tick waited
+    for its fetch to land (None: it did not wait)."""
+
+    interval_s: float
+    too_slow: bool
+    waited_s: float | None = None
+    landed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Reading:
     """What a source read of one cluster this tick."""
 
@@ -60,6 +71,7 @@ class Reading:
     # The samples read from Flink now: their staleness and invalid values are this tick's news (a
     # recorded sample's were told by the daemon that recorded it).
     read_now: tuple[JobSample, ...] = ()
+    fetch: FetchReport | None = None  # Flink's fetcher as this tick saw it (a recorded history: None)
 
 
 class MetricsSource(Protocol):
@@ -77,13 +89,11 @@ class FlinkRest:
         self,
         settings: Settings,
         *,
-        metrics: MetricsReporter,
         plugins: PluginInstances,
         evaluators: EvaluatorInstances,
         clock: Clock,
     ) -> None:
         self.settings = settings
-        self.metrics = metrics
         self.plugins = plugins
         self.evaluators = evaluators
         # The tick waits for Flink's metric fetch on this clock: a fake one's wait takes fake time, so
@@ -96,23 +106,25 @@ class FlinkRest:
             cluster.client, cluster.settings, cluster.options, cluster.job_configs, keep=mine
         )
         await cluster.read_flink_config(now_ms)
-        self._check_fetch_interval(cluster)
+        too_slow = self._check_fetch_interval(cluster)
         targets = [t for t in discovery.targets if scope.admits(t.job.key)]
         unreadable = [u for u in discovery.unreadable if scope.admits(u.job.key)]
         refs = (*(t.job for t in discovery.targets), *(u.job for u in discovery.unreadable))
         running = (*refs, *discovery.not_running, *(job for job, _ in discovery.invalid))
-        sampled = await self._collect_targets(cluster, targets, now_ms) if targets else []
+        sampled, waited = await self._collect_targets(cluster, targets, now_ms) if targets else ([], None)
+        waited_s, landed = waited or (None, False)
         return Reading(
             running=frozenset(j.key for j in running),
             refs=refs,
             found=(*unreadable, *sampled),
             invalid=discovery.invalid,
             read_now=tuple(s for s in sampled if isinstance(s, JobSample)),
+            fetch=FetchReport(cluster.fetch_interval_ms / 1000, too_slow, waited_s, landed),
         )
 
-    def _check_fetch_interval(self, cluster: ClusterSession) -> None:
+    def _check_fetch_interval(self, cluster: ClusterSession) -> bool:
         """Warn once per cluster (and again when it changes) if the loop is too fast for Flink's fetcher;
-        the gauges say it to dashboards and alerts on every tick."""
+        the gauges say it to dashboards and alerts on every tick. True when it is."""
         loop_ms = to_ms(self.settings.control_loop_interval)
         assumed = cluster.metric_fetch_interval_ms is None
         warning = fetch_interval_warning(loop_ms, cluster.fetch_interval_ms, assumed=assumed)
@@ -123,16 +135,16 @@ class FlinkRest:
                 interval_ms = cluster.fetch_interval_ms
                 log.info("metric_fetch_interval_ok", cluster=cluster.name, fetch_interval_ms=interval_ms)
             cluster.fetch_warning = warning
-        self.metrics.metric_fetch_interval.labels(cluster.name).set(cluster.fetch_interval_ms / 1000)
-        self.metrics.metric_fetch_warning.labels(cluster.name).set(0 if warning is None else 1)
+        return warning is not None
 
     async def _collect_targets(
         self, cluster: ClusterSession, targets: list[JobTarget], now_ms: int
-    ) -> list[JobSample | Unavailable]:
+    ) -> tuple[list[JobSample | Unavailable], tuple[float, bool] | None]:
         """The cluster's work first, once (the wait for the tick's metric fetch, the TaskManagers), then
-        each job's own reads: ``/jobs/:id`` and one query per vertex (``autoscaler.collect.fetch``)."""
+        each job's own reads: ``/jobs/:id`` and one query per vertex (``autoscaler.collect.fetch``).
+        Also how long the wait took and whether the fetch landed (None: no wait)."""
         fetch_wait_s = cluster.settings.metric_fetch_wait.total_seconds()
-        await self._await_fetch(cluster, targets, fetch_wait_s)
+        waited = await self._await_fetch(cluster, targets, fetch_wait_s)
         tms = await collect_taskmanagers(cluster.client, cluster.names)
         tms = await fetch_taskmanager_resources(cluster.client, tms)  # quota, slots, memory advice
         taskmanagers = cluster.memory_usage.observe(tms, now_ms, to_ms(cluster.options.metrics_window))
@@ -158,14 +170,17 @@ class FlinkRest:
                     sleep=slots.sleep,
                 )
 
-        return list(await asyncio.gather(*(one(t) for t in targets)))
+        return list(await asyncio.gather(*(one(t) for t in targets))), waited
 
-    async def _await_fetch(self, cluster: ClusterSession, targets: list[JobTarget], wait_s: float) -> None:
+    async def _await_fetch(
+        self, cluster: ClusterSession, targets: list[JobTarget], wait_s: float
+    ) -> tuple[float, bool] | None:
         """Wait (up to ``wait_s``) for the metric fetch this tick starts to land, watching one job.
 
         Flink's fetch is cluster-wide, so one job shows it for all. The probe is a job read last tick
         (its reading tells a fetch that landed already), the first that answers of a few; if all fail,
-        the jobs are read without waiting and their reads tell what they got. The wait is a metric.
+        the jobs are read without waiting and their reads tell what they got. Returns the seconds
+        waited and whether the fetch landed (a metric), None when nothing was waited for.
         """
         known = [t for t in targets if t.job.key in cluster.fetches]
         probes = (known or targets)[:_FETCH_PROBES]
@@ -180,9 +195,9 @@ class FlinkRest:
                 continue
             log.debug("metric_fetch_awaited", cluster=cluster.name, probe=target.job.key, landed=landed)
             if wait_s > 0:
-                waited_s = (self._clock.now_ms() - started_ms) / 1000
-                self.metrics.report_fetch_wait(cluster.name, waited_s, landed)
-            return
+                return (self._clock.now_ms() - started_ms) / 1000, landed
+            return None
+        return None
 
 
 # A backtest's recorded history: cluster name and tick -> the jobs the cluster runs (keys) and the

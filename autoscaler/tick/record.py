@@ -311,8 +311,8 @@ def report(
     now_ms: int,
 ) -> None:
     """The metrics and log lines the tick's values stand for: per notice, per sample (slots, stale and
-    impossible readings), per cluster (its slots as the slot stage claimed from them), and one
-    ``decision`` line per job with its outcome counted."""
+    impossible readings), per cluster (a failed listing, its metric fetcher, its slots as the slot
+    stage claimed from them), and one ``decision`` line per job with its outcome counted."""
     for i in collected.invalid:
         metrics.report_error(i.job.cluster, Reason.OPTIONS_VALIDATION)
     for sample in collected.read_now:
@@ -322,6 +322,13 @@ def report(
             _invalid_values(metrics, sample)
     for sample in collected.samples:
         metrics.job_slots.labels(sample.job.cluster, sample.job.name).set(required_slots(sample.topology))
+    for cluster, why in collected.failed.items():
+        metrics.report_error(cluster, why)
+    for cluster, fetch in collected.fetches.items():
+        metrics.metric_fetch_interval.labels(cluster).set(fetch.interval_s)
+        metrics.metric_fetch_warning.labels(cluster).set(1 if fetch.too_slow else 0)
+        if fetch.waited_s is not None:
+            metrics.report_fetch_wait(cluster, fetch.waited_s, fetch.landed)
     for cluster, (total, free) in slots.items():
         known = total > 0  # unknown (no TaskManager listing): NaN, not the last figure
         metrics.cluster_slots.labels(cluster, "total").set(total if known else math.nan)
