@@ -18,6 +18,7 @@ import httpx
 import pytest
 import respx
 from collect_flink import BASE, JID, SRC, RecordingSleep
+from evaluator_parity import assert_same
 from lazy_flink import NOW_MS, RUNNING_MS, LazyFlink
 
 from autoscaler.clock import FakeClock
@@ -43,7 +44,6 @@ from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import MemoryStateStore
 from autoscaler.state.tick import Loaded, TickStore
-from unit.evaluate.spark.test_evaluator import assert_same
 
 TICK_S = 5
 RATE = 2000.0

@@ -11,6 +11,7 @@ import math
 from datetime import timedelta
 
 from collect_flink import SRC, WORK, FakeFlink, sample_job
+from window_feed import RUNNING, S, feed
 
 from autoscaler.collect import MetricNameCache
 from autoscaler.collect.sanity import without_impossible
@@ -25,7 +26,6 @@ from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.testing import make_sample, make_topology
 from autoscaler.tick.record import TickRecord
-from unit.evaluate.window.test_job_window import RUNNING, S, feed
 
 pytest_plugins = ("collect_flink",)  # its fake and client fixtures
 
