@@ -5,7 +5,7 @@ per module on random free ports and torn down by process group whatever the test
 itself runs in a child Python process, as it does in the daemon: a process holds one classic
 SparkContext (this run's local one, ``tests/conftest.py``), and a Connect session switches PySpark's
 column functions to Connect for the whole process. The child checks that its evaluations equal the
-plain-Python oracle of ``tests/unit/evaluate/spark/test_evaluator.py`` tick after tick (append, slide,
+plain-Python oracle (``autoscaler.evaluate.oracle.evaluator``) tick after tick (append, slide,
 restart, custom metrics, ``forget``, ``restored=``), that superseded window checkpoints leave the server, and
 (standalone) that losing the executor that holds the window refills the windows instead of failing.
 The backtest command runs on the standalone cluster as it does locally.

@@ -1,7 +1,7 @@
 """The Spark backend equals the plain-Python oracle: windows across ticks, evaluations.
 
-The aggregation query alone is tested in ``test_spark_frames.py``, the session's settings in
-``test_spark_session.py``. Spark inputs stay tiny; every Spark action costs tens of milliseconds even
+The aggregation query alone is tested in ``test_frames.py``, the session's settings in
+``test_session.py``. Spark inputs stay tiny; every Spark action costs tens of milliseconds even
 when warm.
 """
 
