@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -67,6 +67,8 @@ from autoscaler.settings import AutoscalerOptions
 from autoscaler.simulator import Constant, SimCluster, SimClusterSpec, work_job
 from autoscaler.simulator import transport as sim_transport
 from autoscaler.testing import JOB, make_topology
+
+pytest_plugins = ("collect_flink",)  # its client fixture (the fake is this module's own)
 
 NAN = math.nan
 S = 1000
@@ -243,12 +245,6 @@ def router() -> Iterator[Router]:
 @pytest.fixture
 def fake(router: Router) -> FakeFlink:
     return router.fake
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[FlinkClient]:
-    async with FlinkClient(BASE, cluster="prod", http_transport="httpx") as c:
-        yield c
 
 
 async def _collect(client: FlinkClient, providers: Any, cache: MetricNameCache | None = None) -> JobSample:
