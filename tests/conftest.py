@@ -16,8 +16,8 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # Importable by name from any test (a helper in a conftest is not: tests/e2e has its own conftest).
 from flink_samples import load_fixture
 
-# Test helpers that also carry fixtures (pytest_plugins) get pytest's assert rewriting like tests.
-pytest.register_assert_rewrite("collect_flink", "simulator_rest_client")
+# Test helpers that assert, or carry fixtures (pytest_plugins), get pytest's assert rewriting like tests.
+pytest.register_assert_rewrite("collect_flink", "evaluator_parity", "simulator_rest_client")
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""What the test_collect* files share: a fake Flink over the recorded answers (and its ``fake`` and
-``client`` fixtures), a recording sleep, and one collect() call that expects a sample or an Unavailable."""
+"""What the collect tests (tests/unit/collect, and the metric plugins') share: a fake Flink over the
+recorded answers (and its ``fake`` and ``client`` fixtures), a recording sleep, and one collect() call
+that expects a sample or an Unavailable."""
 
 from __future__ import annotations
 

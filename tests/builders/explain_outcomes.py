@@ -1,4 +1,5 @@
-"""What the test_explain* files share: real decisions, made by ``decide``, as the daemon's outcomes.
+"""What the explain tests (tests/unit/explain) share: real decisions, made by ``decide``, as the
+daemon's outcomes.
 
 Records are built from these rather than written by hand, so the tests follow what the decision stage
 really produces.

@@ -1,5 +1,5 @@
-"""What the test_simulator_rest* files share: a tiny client over ``handle``, the lab job's vertex ids,
-and the ``cluster``, ``rest`` and ``job_id`` fixtures."""
+"""What the simulator's REST tests (tests/unit/simulator/rest) share: a tiny client over ``handle``,
+the lab job's vertex ids, and the ``cluster``, ``rest`` and ``job_id`` fixtures."""
 
 from __future__ import annotations
 

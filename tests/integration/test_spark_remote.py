@@ -5,7 +5,7 @@ per module on random free ports and torn down by process group whatever the test
 itself runs in a child Python process, as it does in the daemon: a process holds one classic
 SparkContext (this run's local one, ``tests/conftest.py``), and a Connect session switches PySpark's
 column functions to Connect for the whole process. The child checks that its evaluations equal the
-plain-Python oracle of ``tests/unit/evaluate/spark/test_evaluator.py`` tick after tick (append, slide,
+plain-Python oracle (``autoscaler.evaluate.oracle.evaluator``) tick after tick (append, slide,
 restart, custom metrics, ``forget``, ``restored=``), that superseded window checkpoints leave the server, and
 (standalone) that losing the executor that holds the window refills the windows instead of failing.
 The backtest command runs on the standalone cluster as it does locally.
@@ -359,8 +359,9 @@ def test_standalone_driver_binds_to_loopback_only_for_a_loopback_master(
 def remote_checks(master: str, ui: str, worker_pgid: int) -> None:
     """Everything the daemon does with its session, against ``master``; raises on the first difference.
 
-    Runs in the child process (``tests`` on ``sys.path`` for the oracle). ``ui``: the Connect
-    server's REST API; ``worker_pgid``: the standalone Worker's process group, whose executor it kills.
+    Runs in the child process (``tests/builders`` on ``sys.path`` for the samples and the comparison).
+    ``ui``: the Connect server's REST API; ``worker_pgid``: the standalone Worker's process group, whose
+    executor it kills.
     """
     session = create_spark_session(SparkSettings(master=master, app_name=APP_NAME))
     try:
@@ -387,7 +388,7 @@ def _stored_rdds(session: Any, ui: str) -> int:
 
 def _superseded_windows_leave_the_server(session: Any, ui: str) -> None:
     """Months of ticks must not pile up one stored window per tick on the server."""
-    from unit.evaluate.spark.test_evaluator import T0, job_sample
+    from evaluator_samples import T0, job_sample
 
     from autoscaler.evaluate.spark.evaluator import SparkEvaluator
     from autoscaler.model import JobSample, VertexSample
@@ -418,16 +419,10 @@ def _superseded_windows_leave_the_server(session: Any, ui: str) -> None:
 def _ticks_equal_the_oracle(session: Any) -> None:
     """Warm-up, empty ticks, then jobs that append, slide, restart, stabilize, go quiet, are forgotten and
     report custom metrics; finally a fresh evaluator resumes a job from its stored samples."""
-    from unit.evaluate.spark.test_evaluator import (
-        FAST,
-        T0,
-        TOPOLOGIES,
-        PythonEvaluator,
-        assert_same,
-        job_sample,
-        noisy_vertex,
-    )
+    from evaluator_parity import assert_same
+    from evaluator_samples import FAST, T0, TOPOLOGIES, job_sample, noisy_vertex
 
+    from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
     from autoscaler.evaluate.spark.evaluator import SparkEvaluator
     from autoscaler.model import NAN, JobSample
     from autoscaler.reasons import Reason
@@ -531,7 +526,9 @@ def _stored_ticks(ours: Any, seed: int) -> tuple[Callable[[int], tuple[Any, Any]
     """``tick(i)``: (ours, a plain-Python oracle that never loses anything) on tick ``i`` of 2 jobs.
     Every sample is kept, as the daemon's state database does, for ``reload``; ``reloads`` lists the
     job keys of each reload the evaluator asked for."""
-    from unit.evaluate.spark.test_evaluator import T0, PythonEvaluator, job_sample, noisy_vertex
+    from evaluator_samples import T0, job_sample, noisy_vertex
+
+    from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
 
     rng, oracle = random.Random(seed), PythonEvaluator()
     stored: dict[str, list[Any]] = {}
@@ -559,7 +556,7 @@ def _a_lost_executor_restarts_the_windows(session: Any, worker_pgid: int) -> Non
     """Local checkpoints live on one executor: when it dies the window is gone. The evaluator refills
     every window from the stored samples (``reload``, as the daemon gives it from its state database)
     and evaluates on as if nothing was lost, instead of failing every later tick."""
-    from unit.evaluate.spark.test_evaluator import assert_same
+    from evaluator_parity import assert_same
 
     from autoscaler.evaluate.spark.evaluator import SparkEvaluator
 
@@ -580,7 +577,7 @@ def _a_lost_executor_restarts_the_windows(session: Any, worker_pgid: int) -> Non
 def reconnect_checks(url: str, handshake: Path) -> None:
     """Ticks on ``url``, then (after the parent restarted the server) ticks that equal the oracle that
     lost nothing: the evaluator made a new session once and replayed the stored samples into it."""
-    from unit.evaluate.spark.test_evaluator import assert_same
+    from evaluator_parity import assert_same
 
     from autoscaler.evaluate.spark.evaluator import start_evaluator
 
@@ -607,7 +604,7 @@ def reconnect_checks(url: str, handshake: Path) -> None:
 
 
 if __name__ == "__main__":  # the child of the tests above; a file, as PySpark wants a real __main__
-    sys.path[1:1] = [str(TESTS), str(TESTS / "builders")]
+    sys.path[1:1] = [str(TESTS / "builders")]
     try:
         if sys.argv[1] == "reconnect":
             reconnect_checks(sys.argv[2], Path(sys.argv[3]))

@@ -4,12 +4,13 @@ configuration cannot be read is reported (unavailable this tick, not invalid opt
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 import respx
+from collect_flink import BASE
 from daemon_world import World
 from flink_samples import load_fixture
 
@@ -22,7 +23,8 @@ from autoscaler.settings import AutoscalerOptions, ClusterSettings
 from autoscaler.testing import StubEvaluator
 from autoscaler.tick.steps import JobOutcome
 
-BASE = "http://jm:8081"
+pytest_plugins = ("collect_flink",)  # its client fixture, on BASE
+
 JID = "b504ef90bb3f9a8f570595d5ecf7ca6e"
 CLUSTER = ClusterSettings(name="prod", rest_url=BASE)
 ENABLED = AutoscalerOptions(enabled=True)
@@ -36,12 +38,6 @@ def flink() -> Iterator[respx.MockRouter]:
             json=load_fixture("job_config.json")
         )
         yield router
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[FlinkClient]:
-    async with FlinkClient(BASE, cluster="prod", http_transport="httpx") as c:
-        yield c
 
 
 def overview_job(jid: str, name: str, **changes: Any) -> dict[str, Any]:

@@ -9,7 +9,7 @@ until a query comes more than the fetch interval after the last fetch started.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
@@ -18,6 +18,7 @@ import httpx
 import pytest
 import respx
 from collect_flink import BASE, JID, SRC, RecordingSleep
+from evaluator_parity import assert_same
 from lazy_flink import NOW_MS, RUNNING_MS, LazyFlink
 
 from autoscaler.clock import FakeClock
@@ -43,7 +44,8 @@ from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import MemoryStateStore
 from autoscaler.state.tick import Loaded, TickStore
-from unit.evaluate.spark.test_evaluator import assert_same
+
+pytest_plugins = ("collect_flink",)  # its client fixture
 
 TICK_S = 5
 RATE = 2000.0
@@ -74,12 +76,6 @@ class Tick:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(NOW_MS)
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[FlinkClient]:
-    async with FlinkClient(BASE, cluster="prod", http_transport="httpx") as c:
-        yield c
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from collect_flink import SRC, WORK, FakeFlink, sample_job
 from told import told
+from window_feed import RUNNING, S, feed
 
 from autoscaler.collect import MetricNameCache
 from autoscaler.collect.sanity import without_impossible
@@ -26,7 +27,6 @@ from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.testing import make_sample, make_topology
 from autoscaler.tick.steps import JobEvaluated, JobStep
-from unit.evaluate.window.test_job_window import RUNNING, S, feed
 
 pytest_plugins = ("collect_flink",)  # its fake and client fixtures
 

@@ -4,17 +4,17 @@ vertex that can have a slow subtask, none for even ones, and a failed read never
 from __future__ import annotations
 
 import httpx
-import pytest
 import respx
+from collect_flink import BASE
 
 from autoscaler.collect.skew import NAMES_PER_REQUEST, read_skew
 from autoscaler.collect.vertices import VertexQuery
-from autoscaler.flink.client import FlinkClient
 from autoscaler.flink.models import AggregatedMetric
 from autoscaler.model import Edge, JobTopology, VertexInfo
 from autoscaler.settings import AutoscalerOptions
 
-BASE = "http://jm:8081"
+pytest_plugins = ("collect_flink",)  # its client fixture, on BASE
+
 JID = "0" * 32
 SRC, KEYED, EVEN = "a" * 32, "b" * 32, "c" * 32
 BUSY, IN = "busyTimeMsPerSecond", "numRecordsInPerSecond"
@@ -43,12 +43,6 @@ def reads(topo: JobTopology, keyed_busy: tuple[float, float, float]) -> dict:
         KEYED: (VertexQuery.plan(topo, KEYED, listed), answer(*keyed_busy)),
         EVEN: (VertexQuery.plan(topo, EVEN, listed), answer(480.0, 520.0, 500.0)),
     }
-
-
-@pytest.fixture
-async def client():
-    async with FlinkClient(BASE, cluster="prod", http_transport="httpx") as c:
-        yield c
 
 
 def per_subtask(request: httpx.Request) -> httpx.Response:

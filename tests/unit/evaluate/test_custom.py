@@ -12,6 +12,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from evaluator_parity import assert_same
+from evaluator_samples import T0
+from evaluator_samples import job_sample as spark_job_sample
 from formula_builders import DEFAULTS, agg, job_sample, source, topology
 
 from autoscaler.evaluate import SparkEvaluator
@@ -22,6 +25,7 @@ from autoscaler.evaluate.custom import (
     VertexMetrics,
     merge_overrides,
 )
+from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
 from autoscaler.evaluate.oracle.formulas import evaluate_graph, evaluate_vertices
 from autoscaler.model import JobSample, VertexSample
 from autoscaler.plugins.evaluators import EvaluatorInstances
@@ -30,8 +34,6 @@ from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState
 from autoscaler.tick.decide import decide
-from unit.evaluate.spark.test_evaluator import T0, PythonEvaluator, assert_same
-from unit.evaluate.spark.test_evaluator import job_sample as spark_job_sample
 
 NAN = math.nan
 S = 1000

@@ -6,13 +6,16 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
 import respx
+from collect_flink import AGG, BASE, NOW_MS, SRC, TARGET, WORK, FakeFlink
+from evaluator_parity import assert_same, close
+from evaluator_samples import T0, TOPOLOGIES, job_sample, noisy_vertex
 from flink_autoscaler_cpu_gate import CPU_LOAD, CpuGatePlugin
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,6 +24,7 @@ from autoscaler.clock import FakeClock
 from autoscaler.collect import MetricNameCache, collect
 from autoscaler.evaluate import SparkEvaluator, aggregate_window
 from autoscaler.evaluate.custom import CustomEvaluator, EvaluatorContext
+from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
 from autoscaler.evaluate.oracle.formulas import aggregate_custom_window
 from autoscaler.evaluate.spark.evaluator import (
     CUSTOM_DDL,
@@ -63,16 +67,8 @@ from autoscaler.settings import AutoscalerOptions
 from autoscaler.simulator import Constant, SimCluster, SimClusterSpec, work_job
 from autoscaler.simulator import transport as sim_transport
 from autoscaler.testing import JOB, make_topology
-from unit.collect.test_collect import AGG, BASE, NOW_MS, SRC, TARGET, WORK, FakeFlink
-from unit.evaluate.spark.test_evaluator import (
-    T0,
-    TOPOLOGIES,
-    PythonEvaluator,
-    assert_same,
-    close,
-    job_sample,
-    noisy_vertex,
-)
+
+pytest_plugins = ("collect_flink",)  # its client fixture (the fake is this module's own)
 
 NAN = math.nan
 S = 1000
@@ -249,12 +245,6 @@ def router() -> Iterator[Router]:
 @pytest.fixture
 def fake(router: Router) -> FakeFlink:
     return router.fake
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[FlinkClient]:
-    async with FlinkClient(BASE, cluster="prod", http_transport="httpx") as c:
-        yield c
 
 
 async def _collect(client: FlinkClient, providers: Any, cache: MetricNameCache | None = None) -> JobSample:

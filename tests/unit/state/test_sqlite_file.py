@@ -8,9 +8,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from lease_fleet import KEY, Fleet
+
 from autoscaler.reasons import Reason
 from autoscaler.state import Stores, open_stores
-from unit.test_lease import KEY, Fleet
 
 
 def _delete(path: Path) -> None:

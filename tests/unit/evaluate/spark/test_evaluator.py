@@ -1,142 +1,27 @@
 """The Spark backend equals the plain-Python oracle: windows across ticks, evaluations.
 
-The aggregation query alone is tested in ``test_spark_frames.py``, the session's settings in
-``test_spark_session.py``. Spark inputs stay tiny; every Spark action costs tens of milliseconds even
+The aggregation query alone is tested in ``test_frames.py``, the session's settings in
+``test_session.py``. Spark inputs stay tiny; every Spark action costs tens of milliseconds even
 when warm.
 """
 
 from __future__ import annotations
 
-import math
 import random
-from collections.abc import Mapping, Sequence
-from dataclasses import astuple
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from evaluator_parity import assert_same
+from evaluator_samples import FAST, T0, TOPOLOGIES, S, job_sample, noisy_vertex, topology
 
 from autoscaler.evaluate import SparkEvaluator
 from autoscaler.evaluate.oracle.evaluator import PythonEvaluator
 from autoscaler.evaluate.spark.phases import EvaluationPhases
-from autoscaler.model import (
-    NAN,
-    Edge,
-    JobEvaluation,
-    JobRef,
-    JobSample,
-    JobTarget,
-    JobTopology,
-    VertexInfo,
-    VertexSample,
-)
+from autoscaler.model import JobEvaluation, VertexSample
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import ScalingRecord
-
-INF = math.inf
-S = 1000
-T0 = 1_800_000_000_000
-FAST = AutoscalerOptions(metrics_window=timedelta(seconds=30), stabilization_interval=timedelta(0))
-
-
-# ---------------------------------------------------------------------------------------------- builders
-def topology(parallelism: Mapping[str, int], edges: Sequence[tuple[str, str, str]] = ()) -> JobTopology:
-    return JobTopology.build(
-        [VertexInfo(v, v, p, 128) for v, p in parallelism.items()], [Edge(a, b, s) for a, b, s in edges]
-    )
-
-
-TOPOLOGIES = {
-    "a": topology({"src": 2, "work": 4}, [("src", "work", "HASH")]),
-    "b": topology({"src": 1, "mid": 2, "sink": 2}, [("src", "mid", "REBALANCE"), ("mid", "sink", "FORWARD")]),
-    "c": topology({"src": 3}),
-    "d": topology({"src": 1}),
-}
-
-
-def job_sample(
-    name: str,
-    ts_ms: int,
-    vertices: Mapping[str, VertexSample],
-    *,
-    running_since_ms: int = T0,
-    options: AutoscalerOptions = FAST,
-    topo: JobTopology | None = None,
-) -> JobSample:
-    target = JobTarget(JobRef("c1", f"id-{name}", name), options)
-    return JobSample(target, ts_ms, running_since_ms, topo or TOPOLOGIES[name], vertices)
-
-
-def noisy_vertex(rng: random.Random, t_s: float, rate: float) -> VertexSample:
-    """Plausible metrics with holes: NaN, infinite observed TPR, a negative busy time now and then."""
-
-    def hole(x: float, p: float = 0.15) -> float:
-        return NAN if rng.random() < p else x
-
-    return VertexSample(
-        busy_time_ms_per_s=hole(rng.choice([rng.uniform(100, 900), -3.0, 1000.0])),
-        backpressured_ms_per_s=hole(rng.uniform(0, 200)),
-        num_records_in=hole(rate * t_s),
-        num_records_out=hole(0.5 * rate * t_s),
-        accumulated_busy_time_ms=hole(700.0 * t_s),
-        num_records_in_per_s=hole(rng.choice([rate, INF])),
-        pending_records=hole(1000.0 + 50.0 * t_s),
-        observed_tpr=hole(rng.choice([2 * rate, INF]), 0.5),
-        accumulated_busy_time_agg_ms=hole(600.0 * t_s),
-    )
-
-
-def close(actual: Any, expected: Any) -> bool:
-    """Dataclasses equal field by field: floats within rel 1e-9 (NaN == NaN), everything else exactly."""
-    pairs = list(zip(astuple(actual), astuple(expected), strict=True))
-    floats = [(x, y) for x, y in pairs if isinstance(y, float)]
-    others = [(x, y) for x, y in pairs if not isinstance(y, float)]
-    return all(x == y for x, y in others) and [x for x, _ in floats] == pytest.approx(
-        [y for _, y in floats], rel=1e-9, nan_ok=True
-    )
-
-
-# ---------------------------------------------------------------------------------------------- oracle path
-# The oracle is ``autoscaler.evaluate.oracle.evaluator.PythonEvaluator``: the same window bookkeeping as
-# Spark, aggregation in plain Python (``aggregate_window``). Other test modules import it from here.
-
-
-def assert_same_custom(
-    ours: Mapping[str, Mapping[str, tuple[float, float]]],
-    theirs: Mapping[str, Mapping[str, tuple[float, float]]],
-    key: str,
-) -> None:
-    """Same scopes and names; (current, average) within rel 1e-9, NaN == NaN."""
-    assert {s: set(m) for s, m in ours.items()} == {s: set(m) for s, m in theirs.items()}, key
-    for scope, per_name in ours.items():
-        for name, pair in per_name.items():
-            assert list(pair) == pytest.approx(list(theirs[scope][name]), rel=1e-9, nan_ok=True), (
-                key,
-                scope,
-                name,
-            )
-
-
-def assert_same(spark_evs: Mapping[str, JobEvaluation], oracle_evs: Mapping[str, JobEvaluation]) -> None:
-    assert spark_evs.keys() == oracle_evs.keys()
-    for key, ours in spark_evs.items():
-        theirs = oracle_evs[key]
-        assert (ours.window_samples, ours.window_full, ours.not_ready, ours.processing_backlog) == (
-            theirs.window_samples,
-            theirs.window_full,
-            theirs.not_ready,
-            theirs.processing_backlog,
-        ), key
-        assert ours.restart_time_s == pytest.approx(theirs.restart_time_s, nan_ok=True), key
-        assert (ours.not_ready_detail, ours.evaluator_failures) == (
-            theirs.not_ready_detail,
-            theirs.evaluator_failures,
-        ), key
-        assert_same_custom(ours.custom_metrics, theirs.custom_metrics, key)
-        assert ours.vertices.keys() == theirs.vertices.keys(), key
-        for vid, ev in ours.vertices.items():
-            assert close(ev, theirs.vertices[vid]), (key, vid, ev, theirs.vertices[vid])
 
 
 # ---------------------------------------------------------------------------------------------- Spark

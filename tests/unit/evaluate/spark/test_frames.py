@@ -10,6 +10,8 @@ import random
 from typing import Any
 
 import pytest
+from evaluator_parity import close
+from evaluator_samples import INF, T0, S, noisy_vertex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +19,6 @@ from autoscaler.evaluate import aggregate_window
 from autoscaler.evaluate.fleet.columns import aggregates_by_job
 from autoscaler.evaluate.spark.frames import ROW_DDL, aggregate_frame, collect_aggregates, rows_frame
 from autoscaler.model import NAN, VertexSample
-from unit.evaluate.spark.test_evaluator import INF, T0, S, close, noisy_vertex
 
 
 def spark_aggregates(

@@ -2,39 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from window_feed import RUNNING, M, S, V, feed
 
 from autoscaler.evaluate.window.book import WindowBook
 from autoscaler.evaluate.window.job_window import (
     BOUNDARY_REACH,
     RESTAMP_REACH,
     JobWindow,
-    WindowStatus,
     slide,
     window_start_ms,
 )
 from autoscaler.reasons import Reason
-
-S = 1000  # ms
-M = 60 * S
-RUNNING = 1_000 * M  # the job reached RUNNING here
-V = ("src", "sink")
-
-
-def feed(book: WindowBook, t_ms: int, key: str = "j", **kw: Any) -> WindowStatus:
-    """One sample at `t_ms`, observed at `now_ms` (default: the same instant), defaults 5 min / 15 min."""
-    now_ms = kw.pop("now_ms", t_ms)
-    args: dict[str, Any] = {
-        "running_since_ms": RUNNING,
-        "vertex_ids": V,
-        "metrics_window_ms": 15 * M,
-        "stabilization_ms": 5 * M,
-        **kw,
-    }
-    return book.observe(key, ts_ms=t_ms, now_ms=now_ms, **args)
 
 
 def test_samples_during_stabilization_do_not_count() -> None:

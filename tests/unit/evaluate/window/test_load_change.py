@@ -8,12 +8,12 @@ import math
 from collections.abc import Iterator
 
 import pytest
+from window_feed import RUNNING, S, feed
 
 from autoscaler.evaluate.window.book import WindowBook
 from autoscaler.evaluate.window.job_window import MAX_LEVEL_RESETS, WindowStatus
 from autoscaler.evaluate.window.load_change import load_changed, load_changing
 from autoscaler.reasons import Reason
-from unit.evaluate.window.test_job_window import RUNNING, S, feed
 
 TICK = 5 * S
 WINDOW = 30 * S

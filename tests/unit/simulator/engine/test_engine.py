@@ -1,6 +1,6 @@
 """The simulator's physics: flow, back-pressure, Flink-like meters, the adaptive scheduler's rescale rules.
 
-The task and operator metrics the TaskManagers report are in test_simulator_engine_reporting.py.
+The task and operator metrics the TaskManagers report are in test_reporting.py.
 """
 
 from __future__ import annotations

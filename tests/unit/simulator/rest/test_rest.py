@@ -1,8 +1,8 @@
 """The simulator's REST answers against the ones recorded from a real Flink 2.3 cluster.
 
 Here: routing and errors, the in-process transport, and the JSON shapes of the cluster, job, vertex,
-checkpoint and TaskManager endpoints. The metric endpoints are in test_simulator_rest_metrics.py;
-cancel and rescale in test_simulator_rest_control.py.
+checkpoint and TaskManager endpoints. The metric endpoints are in test_metrics.py;
+cancel and rescale in test_control.py.
 """
 
 from __future__ import annotations

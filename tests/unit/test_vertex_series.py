@@ -6,7 +6,7 @@ the shipped dashboard and alert rules read only what the default exports, and a 
 
 Run as a script to print the page of 1,000 jobs x 10 vertices in every mode (docs/operations.md):
 
-    .venv/bin/python tests/unit/test_metrics_budget.py
+    .venv/bin/python tests/unit/test_vertex_series.py
 """
 
 from __future__ import annotations
