@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import pytest
+from daemon_world import World
 
 from autoscaler.job_memory import JobMemory
 from autoscaler.testing import StubEvaluator
-from tests.builders.daemon_world import World
 
 
 class Cache:
