@@ -22,6 +22,10 @@ __all__ = ["Clock", "FakeClock", "ScaledClock", "SystemClock"]
 
 
 class Clock(Protocol):
+    # How many of this clock's seconds pass per wall-clock second: what a wall-time scheduler (the
+    # cooldown retries, ``autoscaler.schedule``) divides by. 1 but for the demo's compressed minutes.
+    speed: float
+
     def now_ms(self) -> int:
         """Milliseconds since the epoch."""
         ...
@@ -32,6 +36,8 @@ class Clock(Protocol):
 
 
 class SystemClock:
+    speed = 1.0
+
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
 
@@ -41,6 +47,8 @@ class SystemClock:
 
 class FakeClock:
     """A clock that moves only when told to; thread-safe so a served simulator can share it."""
+
+    speed = 1.0  # it does not move with wall time: a wall-time scheduler treats it as wall time
 
     def __init__(self, start_ms: int = 1_800_000_000_000) -> None:
         self._now_ms = start_ms

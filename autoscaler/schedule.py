@@ -105,7 +105,7 @@ class Schedule:
         self.retries[job_key] = retry_at_ms
         if self.scheduler is None:
             return
-        speed = float(getattr(self.clock, "speed", 1.0)) or 1.0
+        speed = self.clock.speed or 1.0
         run_at = datetime.now(UTC) + timedelta(seconds=max(0.0, (retry_at_ms - now_ms) / 1000 / speed))
         self.scheduler.add_job(
             self._run_retry,
