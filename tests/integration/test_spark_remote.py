@@ -213,7 +213,8 @@ def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
 
 
 def _get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as response:
+    # 60 s: a server's UI busy with a new session's JVM work on 2 loaded cores answered after 10 s
+    with urllib.request.urlopen(url, timeout=60) as response:
         return json.load(response)
 
 
