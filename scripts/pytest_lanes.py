@@ -13,11 +13,11 @@ it runs alone. Not pytest-xdist: no new dependency, and a lane is a plain pytest
 How: every argument but ``--lanes`` goes to pytest. The selection is collected once (``--collect-only``),
 cut into units, and the units are handed out longest first, each to the lane with the least expected time
 so far. A unit is the tests of a file that share a module-scoped fixture (one daemon or server for them,
-started once), or a single test. Each lane is ``python -m pytest ARGS NODE-IDS``
-with its own ``--basetemp``, its output in a file, printed whole when the lane ends; the exit code is
-the worst lane's. Every collected test is in exactly one lane: nothing is dropped, a test that takes
-longer than expected only makes its lane longer. The lanes die with this process (``PR_SET_PDEATHSIG``),
-and the daemons they start die with them.
+started once), or a single test. Each lane is ``python -m pytest ARGS NODE-IDS`` with its own
+``--basetemp``, its output in a file, printed whole when the lane ends; the exit code is the worst
+lane's (the lanes' directory is kept when it is not 0). Every collected test is in exactly one lane:
+nothing is dropped, a test that takes longer than expected only makes its lane longer. The lanes die
+with this process (``PR_SET_PDEATHSIG``), and the daemons they start die with them.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import ast
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -232,6 +233,10 @@ def main(argv: list[str]) -> int:
     took = ", ".join(f"lane {lane.number} {lane.took_s:.0f} s" for lane in lanes)
     total = time.monotonic() - started
     print(f"pytest_lanes: {len(node_ids)} tests in {len(lanes)} lanes, {total:.0f} s ({took})")
+    if worst == 0:
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:  # what the failed tests left: daemon logs, configs, state files
+        print(f"pytest_lanes: the lanes' logs and temporary directories are in {workdir}")
     return worst
 
 
