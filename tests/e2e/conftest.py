@@ -10,7 +10,6 @@ Without Java 17+ or without the package index the suite is skipped with the reas
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -33,6 +32,7 @@ from harness import (
     cpu_gate_plugins,
     install_flink,
     log,
+    new_run_dir,
 )
 from lanes import Lanes, lane_count, runs_in_a_lane, slug
 
@@ -110,12 +110,7 @@ def run_dir() -> Path:
     Not pytest's tmp_path: that keeps only the last three runs of *any* pytest on the machine, and
     the logs of a failed e2e run are what one needs to read afterwards.
     """
-    runs = cache_dir() / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
-    for old in sorted(runs.iterdir())[:-KEEP_RUNS]:
-        shutil.rmtree(old, ignore_errors=True)
-    path = runs / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    path.mkdir()
+    path = new_run_dir(cache_dir() / "runs", KEEP_RUNS)  # never prunes a run still going on
     log(f"logs of this run: {path}")
     return path
 

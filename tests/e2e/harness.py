@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -229,6 +229,42 @@ def _locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+_IN_USE = ".in-use"
+_HELD: list[IO[str]] = []  # the open lock files of this process's run directories, held till it exits
+
+
+def new_run_dir(runs: Path, keep: int) -> Path:
+    """A fresh ``<runs>/<time>-<pid>`` for this run, after removing all but the newest ``keep`` others.
+
+    A run holds a shared lock on its directory's ``.in-use`` file for as long as its process lives (the
+    kernel drops it when the process ends, however it ends), and a directory is removed only if that lock
+    can be taken exclusively: a run still going on, however old, is never pruned under another run's
+    feet. Pruning and creating happen under one lock, so two runs starting together see each other."""
+    runs.mkdir(parents=True, exist_ok=True)
+    with _locked(runs / ".prune.lock"):
+        for old in sorted(p for p in runs.iterdir() if p.is_dir())[:-keep]:
+            if not _in_use(old):
+                shutil.rmtree(old, ignore_errors=True)
+        path = runs / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        path.mkdir()
+        handle = (path / _IN_USE).open("a")
+        fcntl.flock(handle, fcntl.LOCK_SH)
+        _HELD.append(handle)
+    return path
+
+
+def _in_use(run: Path) -> bool:
+    """Whether a live process holds ``run``'s lock (a directory of a run before these locks has none)."""
+    try:
+        with (run / _IN_USE).open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def check_java() -> str:

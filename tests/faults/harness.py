@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any
 
 import httpx
+from child_processes import dies_with_parent
 from prometheus_client.parser import text_string_to_metric_families
 
 from autoscaler.clock import SystemClock
@@ -164,7 +165,8 @@ class Daemon:
 
     ``with Daemon(workdir, config) as daemon:`` starts it and, whatever happens, kills it (and the Spark
     JVM it started, in its process group) on the way out; :meth:`stop` is the clean SIGTERM stop whose
-    exit code a test asserts.
+    exit code a test asserts. If the test process is killed, the kernel kills the daemon
+    (``child_processes.dies_with_parent``); its Spark JVM ends with it, as its Python driver is gone.
     """
 
     def __init__(
@@ -193,6 +195,7 @@ class Daemon:
                 env=env,
                 cwd=self.workdir,
                 start_new_session=True,  # its own process group: the Spark JVM can be killed with it
+                preexec_fn=dies_with_parent(),  # and the kernel kills it if this process dies first
             )
         return self
 

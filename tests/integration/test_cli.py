@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from child_processes import dies_with_parent
 from prometheus_client.parser import text_string_to_metric_families
 
 from autoscaler.cli import main
@@ -92,6 +93,7 @@ def test_run_scrapes_serves_metrics_and_stops_cleanly_on_sigterm(tmp_path):
             stderr=log,
             text=True,
             env=env,
+            preexec_fn=dies_with_parent(),  # killed with the test process, if it dies first
         )
         try:
             url, deadline, seen = f"http://127.0.0.1:{port}/metrics", time.monotonic() + 180, {}
@@ -148,6 +150,7 @@ def test_simulate_serves_flink_rest_until_its_duration(tmp_path):
         [sys.executable, "-m", "autoscaler", "simulate", "--port", str(port), "--duration", "60"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=dies_with_parent(),
     )
     try:
         deadline, overview = time.monotonic() + 30, None

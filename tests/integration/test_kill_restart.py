@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from child_processes import dies_with_parent
 
 from autoscaler.clock import SystemClock
 from autoscaler.simulator.engine import SimCluster
@@ -38,6 +39,7 @@ def _start(config: Path, log: Path) -> subprocess.Popen[bytes]:
             stderr=out,
             env=env,
             cwd=config.parent,
+            preexec_fn=dies_with_parent(),  # killed with the test process, if it dies first
         )
 
 

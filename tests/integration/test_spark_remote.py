@@ -82,7 +82,9 @@ def _server_env(**extra: str) -> dict[str, str]:
 
 
 def _die_with_parent() -> None:
-    """Linux: SIGTERM the server if this test process dies without tearing down (killed, timed out)."""
+    """Linux: SIGTERM the process (a server, a checks' child) if this test process dies without tearing
+    down (killed, timed out). Its own copy of ``child_processes.dies_with_parent``: this file also runs
+    as the checks' child, without tests/builders on its path."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG, kept across exec
 
@@ -211,7 +213,8 @@ def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
 
 
 def _get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as response:
+    # 60 s: a server's UI busy with a new session's JVM work on 2 loaded cores answered after 10 s
+    with urllib.request.urlopen(url, timeout=60) as response:
         return json.load(response)
 
 
@@ -225,6 +228,7 @@ def _run_checks(master: str, ui: str = "", worker_pgid: int = 0) -> str:
         capture_output=True,
         text=True,
         timeout=CHILD_TIMEOUT_S,
+        preexec_fn=_die_with_parent,
     )
     output = f"--- stdout\n{done.stdout[-4000:]}\n--- stderr\n{done.stderr[-12000:]}"
     if done.returncode != 0:
@@ -260,6 +264,7 @@ def test_a_restarted_connect_server_gives_the_evaluator_a_new_session_and_its_wi
                 stdout=out,
                 stderr=err,
                 text=True,
+                preexec_fn=_die_with_parent,
             )
         try:
             deadline = time.monotonic() + CHILD_TIMEOUT_S
@@ -309,7 +314,9 @@ def test_the_backtest_command_runs_unchanged_on_a_standalone_cluster(
     env.pop("SPARK_LOCAL_IP")
     command = [sys.executable, "-m", "autoscaler", "backtest", "--history", str(history)]
     command += ["--config", str(a), "--against", str(b), "--out", str(out)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    done = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, preexec_fn=_die_with_parent
+    )
     assert done.returncode == 0, f"{done.stdout[-4000:]}\n--- stderr\n{done.stderr[-8000:]}"
     assert "Backtest of 2 job(s)" in done.stdout
 
