@@ -17,7 +17,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from flink_samples import load_fixture
 
 # Test helpers that assert, or carry fixtures (pytest_plugins), get pytest's assert rewriting like tests.
-pytest.register_assert_rewrite("collect_flink", "evaluator_parity", "simulator_rest_client")
+pytest.register_assert_rewrite("collect_flink", "evaluator_parity", "lease_fleet", "simulator_rest_client")
 
 
 @pytest.fixture

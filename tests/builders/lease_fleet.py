@@ -7,8 +7,11 @@ lease tests and the SQLite-file tests, which replace the file under a daemon of 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
+from pathlib import Path
+
+import pytest
 
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
@@ -18,13 +21,24 @@ from autoscaler.simulator.engine import SimCluster
 from autoscaler.simulator.rest import transport
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant, SimClusterSpec
-from autoscaler.state import StateStore
+from autoscaler.state import MemoryStateStore, StateStore, open_stores
 from autoscaler.state.events import EventLog
 from autoscaler.testing import FaultyTransport, StubEvaluator
 from autoscaler.tick.steps import TickReport
 
 TTL_S = 60
 KEY = "prod/job"
+
+
+# Every lease test on both in-process backends (PostgreSQL: tests/unit/state/test_store.py).
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
+    if request.param == "memory":
+        yield MemoryStateStore()
+        return
+    stores = open_stores(f"sqlite:///{tmp_path}/state.db")
+    yield stores.state
+    stores.close()
 
 
 class Fleet:

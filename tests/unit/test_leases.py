@@ -6,26 +6,15 @@ fake clock; a stub evaluator always recommends Work -> 3. Only the lease holder 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from lease_fleet import KEY, TTL_S, Fleet
 
 from autoscaler.reasons import Reason
-from autoscaler.state import JobState, MemoryStateStore, StateStore, open_stores
+from autoscaler.state import JobState, MemoryStateStore, StateStore
 from autoscaler.testing import SlowEvaluator
 
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
-    if request.param == "memory":
-        yield MemoryStateStore()
-        return
-    stores = open_stores(f"sqlite:///{tmp_path}/state.db")
-    yield stores.state
-    stores.close()
+pytest_plugins = ("lease_fleet",)  # its ``store`` fixture: each test on every state backend
 
 
 async def test_only_the_holder_talks_to_the_cluster_and_the_job_is_rescaled_once(store: StateStore) -> None:

@@ -8,12 +8,10 @@ daemons one after the other at the same instant and checks that no job was handl
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-import pytest
 import structlog
 
 from autoscaler.clock import FakeClock
@@ -27,9 +25,11 @@ from autoscaler.simulator.engine import SimCluster
 from autoscaler.simulator.rest import transport
 from autoscaler.simulator.scenarios import work_job
 from autoscaler.simulator.spec import Constant, SimClusterSpec
-from autoscaler.state import MemoryStateStore, StateStore, open_stores
+from autoscaler.state import MemoryStateStore, StateStore
 from autoscaler.state.events import EventLog
 from autoscaler.testing import FaultyTransport, SlowEvaluator, StubEvaluator
+
+pytest_plugins = ("lease_fleet",)  # its ``store`` fixture: each test on every state backend
 
 TTL_S = 30
 TICK_S = 10
@@ -113,16 +113,6 @@ class Fleet:
         """Shard lease name -> its live holder, as the database has it."""
         now = self.clock.now_ms()
         return {r.name: r.owner for r in self.state.leases() if r.expires_ms > now and "#" in r.name}
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
-    if request.param == "memory":
-        yield MemoryStateStore()
-        return
-    stores = open_stores(f"sqlite:///{tmp_path}/state.db")
-    yield stores.state
-    stores.close()
 
 
 def mine(owner: str, members: Sequence[str]) -> set[int]:
