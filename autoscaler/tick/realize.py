@@ -31,7 +31,6 @@ from autoscaler.tick.steps import (
     JobStep,
     LeaseExpired,
     MemoryAdvised,
-    Realized,
     RealizeResult,
     Rejected,
     Rescaling,
@@ -120,6 +119,6 @@ async def realize_jobs(
         if not realized.issued:
             log.info("requirements_already_match", desired=desired)
         ended = JobOutcome(job, now_ms, Reason.SCALING, decision.detail, decision, step.chain, realized)
-        return step.ended(ended, *advised, Realized(realized, desired), state=scaled)
+        return step.ended(ended, *advised, state=scaled)
 
     return await each_job(steps, now_ms, one)

@@ -49,7 +49,6 @@ from autoscaler.tick.steps import (
     NotEvaluated,
     Notice,
     PluginsRan,
-    Realized,
     Rejected,
     Rescaling,
     Resubmitted,
@@ -139,6 +138,10 @@ def tick_events(collected: Collected, steps: Iterable[JobStep], now_ms: int) -> 
             )
     for step in steps:
         told.extend(e for notice in step.notices for e in _events(step, notice, now_ms))
+        realized = step.outcome.realized if step.outcome is not None else None
+        if realized is not None and realized.issued:  # the PUT went out: the reference's Scaling event
+            text = requirements_text(realized)
+            told.append(_event(step.job.key, now_ms, Reason.SCALING, EventType.NORMAL, text))
     for u in collected.unavailable:
         if u.reason is Reason.STALE_METRICS:  # lasts until the fetcher delivers: say so
             told.append(
@@ -227,11 +230,9 @@ def _events(step: JobStep, notice: Notice, now_ms: int) -> Iterator[TickEvent]:
         case MemoryAdvised(advice):
             kind = Reason.CONFIGURATION_RECOMMENDATION
             yield _job_event(target, now_ms, kind, EventType.NORMAL, advice.text(), "MemoryTuning")
-        case Realized(realized) if realized.issued:
-            yield _event(key, now_ms, Reason.SCALING, EventType.NORMAL, requirements_text(realized))
         case Failed(reason, error):
             yield _job_event(target, now_ms, reason, EventType.WARNING, _truncate(error))
-        case SlotsShort() | LeaseExpired() | Realized():
+        case SlotsShort() | LeaseExpired():
             pass  # told by metrics and log lines only
 
 

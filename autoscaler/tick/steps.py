@@ -43,7 +43,6 @@ __all__ = [
     "Notice",
     "PluginsRan",
     "RealizeResult",
-    "Realized",
     "Rejected",
     "Rescaling",
     "Resubmitted",
@@ -241,14 +240,6 @@ class MemoryAdvised:
 
 
 @dataclass(frozen=True, slots=True)
-class Realized:
-    """What the realize stage asked of Flink (``realized.issued``: a PUT went out)."""
-
-    realized: RealizeResult
-    desired: Mapping[VertexId, int]
-
-
-@dataclass(frozen=True, slots=True)
 class Failed:
     """The job's tick failed (``reason``: the cluster's error or ours); nothing was scaled."""
 
@@ -273,7 +264,6 @@ Notice = (
     | Rescaling
     | Rejected
     | MemoryAdvised
-    | Realized
     | Failed
 )
 
