@@ -75,7 +75,7 @@ async def test_the_old_holder_stands_down_when_it_lost_the_lease(store: StateSto
 async def test_a_lease_that_runs_out_during_the_tick_stops_the_rescale_and_the_write() -> None:
     store = MemoryStateStore()
     fleet = Fleet(store, ())
-    fleet.daemons["a"] = fleet.daemon("a", SlowEvaluator(fleet.clock, TTL_S, {"Work": 3}))
+    fleet.start("a", evaluator=SlowEvaluator(fleet.clock, TTL_S, {"Work": 3}))
     reports = await fleet.tick("a")
     (outcome,) = reports["a"].outcomes
     assert outcome.outcome is Reason.LEASE_EXPIRED and fleet.puts("a") == 0

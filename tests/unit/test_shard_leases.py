@@ -9,25 +9,18 @@ daemons one after the other at the same instant and checks that no job was handl
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
+import lease_fleet
 import structlog
 
-from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.explain import status_table
-from autoscaler.metrics import MetricsReporter
 from autoscaler.reasons import Reason
-from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.shards import assign, shard_of
-from autoscaler.simulator.engine import SimCluster
-from autoscaler.simulator.rest import transport
-from autoscaler.simulator.scenarios import work_job
-from autoscaler.simulator.spec import Constant, SimClusterSpec
+from autoscaler.simulator.spec import SimClusterSpec
 from autoscaler.state import MemoryStateStore, StateStore
-from autoscaler.state.events import EventLog
-from autoscaler.testing import FaultyTransport, SlowEvaluator, StubEvaluator
+from autoscaler.testing import SlowEvaluator, StubEvaluator
 
 pytest_plugins = ("lease_fleet",)  # its ``store`` fixture: each test on every state backend
 
@@ -37,58 +30,28 @@ SHARDS = 8
 JOBS = 12
 
 
-class Fleet:
-    """Daemons named by instance id on one simulated cluster of ``JOBS`` jobs, one store, one clock."""
+class Fleet(lease_fleet.Fleet):
+    """The lease tests' daemons on a cluster of ``JOBS`` jobs in ``SHARDS`` shards, checking at every
+    step that no job was handled by two of them."""
 
     def __init__(self, store: StateStore, names: Sequence[str] = ("a", "b"), *, shards: int = SHARDS) -> None:
-        self.clock = FakeClock()
-        spec = SimClusterSpec(cooldown_after_rescaling_s=0, taskmanagers=JOBS, slots=8)
-        self.sim = SimCluster(spec, self.clock)
-        self.job_ids = {
-            f"prod/job-{i}": self.sim.submit(work_job(name=f"job-{i}", input_rate=Constant(rate=2000.0)))
-            for i in range(JOBS)
-        }
-        self.state = store
-        self.transports: dict[str, FaultyTransport] = {}
-        self.metrics: dict[str, MetricsReporter] = {}
-        self.evaluators: dict[str, StubEvaluator] = {}
-        self.daemons: dict[str, Daemon] = {}
         self.handled: dict[str, list[set[str]]] = {}  # per daemon, per step: the job keys it handled
-        for name in names:
-            self.start(name, shards=shards)
+        spec = SimClusterSpec(cooldown_after_rescaling_s=0, taskmanagers=JOBS, slots=8)
+        jobs = [f"job-{i}" for i in range(JOBS)]
+        super().__init__(store, names, jobs=jobs, shards=shards, ttl_s=TTL_S, tick_s=TICK_S, spec=spec)
 
-    def start(self, name: str, *, shards: int = SHARDS, evaluator: StubEvaluator | None = None) -> Daemon:
-        self.transports[name] = FaultyTransport(transport(self.sim))
-        self.metrics[name] = MetricsReporter()
-        self.evaluators[name] = evaluator or StubEvaluator({"Work": 3})
-        settings = Settings(
-            clusters=[ClusterSettings(name="prod", rest_url="http://prod.invalid:8081", shards=shards)],
-            autoscaler={"job.autoscaler.enabled": "true"},
-            metrics_address="",
-            instance_id=name,
-            lease_ttl=timedelta(seconds=TTL_S),
-            control_loop_interval=timedelta(seconds=TICK_S),
-        )
-        self.daemons[name] = Daemon(
-            settings,
-            evaluator=self.evaluators[name],
-            clock=self.clock,
-            state=self.state,
-            events=EventLog(),
-            metrics=self.metrics[name],
-            transports={"prod": self.transports[name]},
-        )
+    def start(
+        self, name: str, *, shards: int | None = None, evaluator: StubEvaluator | None = None
+    ) -> Daemon:
         self.handled.setdefault(name, [])
-        return self.daemons[name]
+        return super().start(name, shards=shards, evaluator=evaluator)
 
-    async def tick(self, *names: str, seconds: float = TICK_S) -> dict[str, set[str]]:
+    async def tick(self, *names: str, seconds: float | None = None) -> dict[str, set[str]]:  # type: ignore[override]
         """One step: the clock moves, then each daemon ticks at that instant; the jobs each handled
         (an outcome: decided or found unavailable), checked to be disjoint."""
-        self.clock.advance(seconds)
-        handled: dict[str, set[str]] = {}
+        reports = await super().tick(*names, seconds=seconds)
+        handled = {name: {o.job.key for o in report.outcomes} for name, report in reports.items()}
         for name in names:
-            report = await self.daemons[name].run_tick()
-            handled[name] = {o.job.key for o in report.outcomes}
             self.handled[name].append(handled[name])
         for i, a in enumerate(names):
             for b in names[i + 1 :]:
@@ -97,14 +60,8 @@ class Fleet:
                 )
         return handled
 
-    def gauge(self, name: str, metric: str) -> float | None:
-        return self.metrics[name].registry.get_sample_value(metric, {"cluster": "prod"})
-
     def rescales(self) -> dict[str, int]:
         return {key: self.sim.rescale_count(job_id) for key, job_id in self.job_ids.items()}
-
-    def puts(self, name: str) -> int:
-        return sum(1 for method, _ in self.transports[name].requests if method == "PUT")
 
     def shard_jobs(self, shards: Sequence[int]) -> set[str]:
         return {key for key in self.job_ids if shard_of(key, SHARDS) in shards}

@@ -47,7 +47,7 @@ async def test_a_deleted_file_is_put_back_with_everything_and_the_lease_keeps_a_
     second = open_stores(f"sqlite:///{path}")  # a second daemon started on the path now
     assert second.state.load(KEY).history == history
     fleet.state = second.state
-    fleet.daemons["b"] = fleet.daemon("b")
+    fleet.start("b")
     for _ in range(3):
         reports = await fleet.tick("a", "b")
         assert reports["b"].outcomes == () and fleet.held("b") == 0
@@ -64,7 +64,7 @@ async def test_a_replaced_file_is_kept_beside_it_and_the_daemon_joins_the_new_on
     _delete(path)
     second = open_stores(f"sqlite:///{path}")  # a new daemon made a new file before a's next tick
     fleet.state = second.state
-    fleet.daemons["b"] = fleet.daemon("b")
+    fleet.start("b")
     await fleet.tick("b")
     assert fleet.held("b") == 1
 
