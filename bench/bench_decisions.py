@@ -48,8 +48,10 @@ from decisions import (
 )
 from doc_section import write_section
 
+from autoscaler.foresight.cost import CostModel
 from autoscaler.foresight.hindsight import BestPlan
 from autoscaler.logs import configure_logging
+from autoscaler.settings import AutoscalerOptions
 from autoscaler.settings.profiles import PROFILES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,9 +74,10 @@ DEFINITIONS = f"""\
 - **reversals**: consecutive restarts in opposite directions (up then down, or down then up).
 - **final slots (opt)**: slots at the end of the trace, and the optimum for the load then.
 - **cost**: the run priced from the same readings (`autoscaler/foresight/cost.py`), in thousands of
-  slot-seconds: every second's slots (a restart's pause included) x {DEFAULT_COST.slot_second:g}, each
-  restart x {DEFAULT_COST.restart:g}, each second of "backlog s" x {DEFAULT_COST.lag_second:g} (the
-  `job.autoscaler.cost.*` defaults; the lag target unset is the catch-up bound above).
+  slot-seconds, at the prices of the profile's options (`job.autoscaler.cost.*`, both profiles at the
+  defaults): every second's slots (a restart's pause included) x {DEFAULT_COST.slot_second:g}, each
+  restart x {DEFAULT_COST.restart:g}, each second above the lag target x {DEFAULT_COST.lag_second:g}.
+  With `lag.target` unset, as in both, those are the seconds of "backlog s" (the catch-up bound).
 - **regret**: cost / the best plan's in hindsight. That plan knows the whole load of the scored part and
   picks the parallelism at each second, 1 to {SLOTS_PER_JOB} slots of 1250 rec/s, a restart pausing as
   the lab's does, starting where the profiles start with nothing waiting, priced by the same function:
@@ -128,7 +131,7 @@ def table(results: Mapping[str, Mapping[str, Quality]], loads: Mapping[str, str]
             _cell({p: q.reversals for p, q in by.items()}),
             finals,
             _cell({p: q.cost.total / 1000 for p, q in by.items()}, 1),
-            " / ".join(_fmt(q.regret, 2) for q in by.values()),
+            _cell({p: q.regret for p, q in by.items()}, 2),
             best(by),
         ]
         return f"| {name} | {load} | " + " | ".join(cells) + " |"
@@ -161,7 +164,7 @@ def table(results: Mapping[str, Mapping[str, Quality]], loads: Mapping[str, str]
         _cell({p: t["reversals"] for p, t in totals.items()}),
         "",
         _cell({p: t["cost"] / 1000 for p, t in totals.items()}, 1),
-        " / ".join(f"{t['cost'] / t['best']:.2f}" if t["best"] > 0 else "-" for t in totals.values()),
+        _cell({p: t["cost"] / t["best"] if t["best"] > 0 else None for p, t in totals.items()}, 2),
         " / ".join(f"{total / 1000:.1f} ({n})" for total, n in sorted(bests)),
     ]
     lines.append("| **all traces** | | " + " | ".join(cells) + " |")
@@ -242,6 +245,12 @@ def _log(runs: Sequence[JobRun], path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- main
+def _prices(profile: Mapping[str, str]) -> CostModel:
+    """The prices and lag target a job of ``profile`` has: its ``job.autoscaler.cost.*``, ``lag.target``
+    and ``catch-up.duration``, over the lab's set-up (a job's own keys win, as in the run)."""
+    return CostModel.of(AutoscalerOptions.from_flink_conf({**SETUP, **profile}))
+
+
 def _evaluator(kind: str, master: str) -> tuple[Any, Any]:
     """The evaluator and what stops it. Decisions are the same on both (the Spark tests hold them equal)."""
     if kind == "python":
@@ -293,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(file=sys.stderr)
 
     started_best = time.perf_counter()
-    models = {name: DEFAULT_COST for name in profiles}
+    models = {name: _prices(options) for name, options in profiles.items()}
     bests = {(t.name, m): hindsight(t, m, config) for t in traces for m in set(models.values())}
     best_s = time.perf_counter() - started_best
     results: dict[str, dict[str, Quality]] = {}

@@ -17,12 +17,14 @@ How a restart is counted. Its cost is not one formula but what it does to the ru
 - ``restart``: a fixed price on top, for what the pause and the lag do not show (the risk of a
   restart that fails, state restored, caches and connections rebuilt, downstream disturbance).
 
-The lag target (:class:`CostModel.lag_target_s`) is the lag a job may carry, in seconds of backlog at
-its current offered rate: a backlog is above it when it exceeds ``lag_target_s x rate``. Unset (the
-default), it is the reference's catch-up notion made a bound: a backlog is above target when the job,
-at its capacity then, would not drain it within ``catch_up_s`` (the reference's
-``catch-up.duration``), which is always the case while it restarts or runs slower than its input. The
-decision bench's "backlog s" column has counted exactly that since issue 11.
+The prices and the target are a job's options (``job.autoscaler.cost.slot-second``, ``cost.restart``,
+``cost.lag-second``, ``lag.target``; :meth:`CostModel.of`). The lag target (``lag_target_s``) is the lag
+a job may carry, in seconds of backlog at its current offered rate: a backlog is above it when it
+exceeds ``lag_target_s x rate``. Unset (the default), it is the reference's catch-up notion made a
+bound: a backlog is above target when the job, at its capacity then, would not drain it within
+``catch_up_s`` (the reference's ``catch-up.duration``), which is always the case while it restarts or
+runs slower than its input. The decision bench's "backlog s" column has counted exactly that since issue
+11.
 
 What is not priced: a backlog left at the end of the priced span beyond the seconds it was already
 above target (a plan gains nothing from it only as long as ``lag_second`` exceeds the slots it could
@@ -36,6 +38,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from autoscaler.settings import AutoscalerOptions
+
 __all__ = ["DEFAULT_CATCH_UP_S", "Cost", "CostModel", "Interval", "above_target", "price"]
 
 DEFAULT_CATCH_UP_S = 1800.0
@@ -44,7 +48,7 @@ DEFAULT_CATCH_UP_S = 1800.0
 
 @dataclass(frozen=True, slots=True)
 class CostModel:
-    """The prices, in slot-seconds, and the lag target they apply to.
+    """The prices, in slot-seconds, and the lag target they apply to (:meth:`of` a job's options).
 
     The defaults: a restart is worth ten slot-minutes on top of its pause and lag (600), and a second
     above the lag target thirty slot-seconds (30): more than the lab job's widest size (8 slots), so
@@ -67,8 +71,21 @@ class CostModel:
             math.isfinite(self.lag_target_s) and self.lag_target_s >= 0
         ):
             raise ValueError(f"the lag target must be >= 0 s and finite: {self.lag_target_s}")
-        if not (math.isfinite(self.catch_up_s) and self.catch_up_s > 0):
-            raise ValueError(f"the catch-up duration must be > 0 s and finite: {self.catch_up_s}")
+        if not (math.isfinite(self.catch_up_s) and self.catch_up_s >= 0):
+            raise ValueError(f"the catch-up duration must be >= 0 s and finite: {self.catch_up_s}")
+
+    @staticmethod
+    def of(options: AutoscalerOptions) -> CostModel:
+        """The prices a job's ``job.autoscaler.cost.*`` options set, its ``lag.target`` and its
+        ``catch-up.duration`` (0 there: any backlog is above target, as none is meant to last)."""
+        target = options.lag_target
+        return CostModel(
+            slot_second=options.cost_slot_second,
+            restart=options.cost_restart,
+            lag_second=options.cost_lag_second,
+            lag_target_s=None if target is None else target.total_seconds(),
+            catch_up_s=options.catch_up_duration.total_seconds(),
+        )
 
 
 @dataclass(frozen=True, slots=True)

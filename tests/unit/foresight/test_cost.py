@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autoscaler.foresight.cost import Cost, CostModel, Interval, above_target, price
+from autoscaler.settings import AutoscalerOptions, ConfigError
 
 
 def test_the_total_is_the_three_quantities_at_their_prices() -> None:
@@ -47,9 +48,34 @@ def test_a_price_or_target_that_makes_no_sense_is_refused_with_its_name(field: s
         CostModel(**{field: value})
 
 
-def test_the_catch_up_duration_must_be_positive() -> None:
+def test_the_catch_up_duration_must_not_be_negative() -> None:
     with pytest.raises(ValueError, match="catch-up"):
-        CostModel(catch_up_s=0.0)
+        CostModel(catch_up_s=-1.0)
+    # 0 (catch-up.duration 0): no backlog is meant to last, so any is above target.
+    assert above_target(1.0, rate=1000.0, capacity=1e9, model=CostModel(catch_up_s=0.0))
+
+
+def test_the_prices_and_target_are_a_jobs_options() -> None:
+    assert CostModel.of(AutoscalerOptions()) == CostModel()  # the defaults agree
+    options = AutoscalerOptions.from_flink_conf(
+        {
+            "job.autoscaler.cost.slot-second": "2",
+            "job.autoscaler.cost.restart": "120",
+            "job.autoscaler.cost.lag-second": "50",
+            "job.autoscaler.lag.target": "45 s",
+            "job.autoscaler.catch-up.duration": "10 min",
+        }
+    )
+    assert CostModel.of(options) == CostModel(
+        slot_second=2.0, restart=120.0, lag_second=50.0, lag_target_s=45.0, catch_up_s=600.0
+    )
+
+
+@pytest.mark.parametrize("key", ["cost.slot-second", "cost.restart", "cost.lag-second"])
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_a_negative_or_infinite_price_is_refused_naming_its_key(key: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=key):
+        AutoscalerOptions.from_flink_conf({f"job.autoscaler.{key}": value})
 
 
 def test_negative_restarts_are_refused() -> None:
