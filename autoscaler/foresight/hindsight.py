@@ -84,11 +84,14 @@ def run_plan(
     capacity: Callable[[int], float],
     pause_s: float,
     backlog: float = 0.0,
+    slots: Callable[[int], int] | None = None,
 ) -> list[Interval]:
     """What ``plan`` does to the job, step by step (the truth :func:`plan_cost` prices).
 
     Raises ValueError for a plan that cannot run: a restart during another's pause, one whose pause
-    does not end within the load, out of order, or to the parallelism it already runs at."""
+    does not end within the load, out of order, or to the parallelism it already runs at. ``slots(p)``:
+    the slots the job holds at ``p`` (``p`` itself when None)."""
+    held = slots or _same
     k = pause_steps(pause_s, step_s)
     restarts = dict(plan.restarts)
     if len(restarts) != len(plan.restarts):
@@ -102,7 +105,7 @@ def run_plan(
             c = capacity(p)
             a = rates[t] * step_s
             backlog = backlog + a - min(backlog + a, c * step_s)
-            out.append(Interval(step_s, p, rates[t], c, backlog))
+            out.append(Interval(step_s, held(p), rates[t], c, backlog))
             t += 1
             continue
         if q == p:
@@ -111,7 +114,7 @@ def run_plan(
             raise ValueError(f"the restart at step {t} does not end within the load")
         for j in range(t, t + k):
             backlog += rates[j] * step_s
-            out.append(Interval(step_s, p, rates[j], 0.0, backlog))
+            out.append(Interval(step_s, held(p), rates[j], 0.0, backlog))
         p, t = q, t + k
     if restarts:
         raise ValueError(f"restarts at steps the plan does not run: {sorted(restarts)}")
@@ -126,9 +129,15 @@ def plan_cost(
     pause_s: float,
     model: CostModel,
     backlog: float = 0.0,
+    slots: Callable[[int], int] | None = None,
 ) -> Cost:
     """What ``plan`` costs over ``rates``: :func:`price` of :func:`run_plan`."""
-    return price(run_plan(plan, rates, step_s, capacity, pause_s, backlog), len(plan.restarts), model)
+    intervals = run_plan(plan, rates, step_s, capacity, pause_s, backlog, slots)
+    return price(intervals, len(plan.restarts), model)
+
+
+def _same(p: int) -> int:
+    return p
 
 
 # A label: (cost so far, backlog, the label it came from as (step, level index, label index), or None).
@@ -145,20 +154,24 @@ def best_plan(
     model: CostModel,
     *,
     backlog: float = 0.0,
+    slots: Callable[[int], int] | None = None,
     max_labels: int = DEFAULT_MAX_LABELS,
 ) -> BestPlan:
     """The cheapest plan over ``rates`` that starts running at ``start`` with ``backlog`` waiting and
     moves among ``levels`` (the parallelisms allowed; ``start`` need not be one of them, but a restart
-    always goes to one)."""
+    always goes to one). ``slots(p)``: the slots held at ``p`` (``p`` itself when None), for a job
+    whose levels are not its slot counts."""
     if max_labels < 1:
         raise ValueError(f"max_labels must be >= 1: {max_labels}")
-    if start < 1 or any(p < 1 for p in levels):
-        raise ValueError("parallelisms must be >= 1")
+    held = slots or _same
+    if any(held(p) < 0 for p in (start, *levels)):
+        raise ValueError("a level cannot hold fewer than 0 slots")
     if any(not math.isfinite(r) or r < 0 for r in rates):
         raise ValueError("offered rates must be finite and >= 0")
     grid = sorted(set(levels) | {start})
     n = len(grid)
     caps = [capacity(p) for p in grid]
+    widths = [held(p) for p in grid]
     k = pause_steps(pause_s, step_s)
     steps = len(rates)
     arrivals = [r * step_s for r in rates]
@@ -178,12 +191,12 @@ def best_plan(
             exact = exact and not cut
             fronts[t][i] = front
             widest = max(widest, len(front))
-            p, c = grid[i], caps[i]
+            width, c = widths[i], caps[i]
             for j, (cost, b, _) in enumerate(front):
                 here = (t, i, j)
                 # Run one step at p.
                 nb = b + a - min(b + a, c * step_s)
-                step_cost = p * slot_price + (lag_price if above_target(nb, rate, c, model) else 0.0)
+                step_cost = width * slot_price + (lag_price if above_target(nb, rate, c, model) else 0.0)
                 fronts[t + 1][i].append((cost + step_cost, nb, here))
                 # Or begin a restart: the pause's cost does not depend on where it goes.
                 if pause_end > steps:
@@ -191,7 +204,7 @@ def best_plan(
                 pb, pc = b, cost + model.restart
                 for u in range(t, pause_end):
                     pb += arrivals[u]
-                    pc += p * slot_price + (lag_price if above_target(pb, rates[u], 0.0, model) else 0.0)
+                    pc += width * slot_price + (lag_price if above_target(pb, rates[u], 0.0, model) else 0.0)
                 for q in targets:
                     if q != i:
                         fronts[pause_end][q].append((pc, pb, here))
@@ -200,7 +213,7 @@ def best_plan(
     # The start label reaches the end along the plan that never restarts, so there is always one.
     _, i, j = min((label[0], i, j) for i in range(n) for j, label in enumerate(fronts[steps][i]))
     plan = _trace_back(fronts, grid, steps, i, j, start)
-    cost = plan_cost(plan, rates, step_s, capacity, pause_s, model, backlog)
+    cost = plan_cost(plan, rates, step_s, capacity, pause_s, model, backlog, slots)
     return BestPlan(plan, cost, exact, widest)
 
 

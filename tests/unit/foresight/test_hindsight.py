@@ -43,10 +43,11 @@ def brute_force(
     pause_s: float,
     model: CostModel,
     backlog: float,
+    slots: Callable[[int], int] | None,
 ) -> float:
     k = pause_steps(pause_s, 1.0)
     return min(
-        plan_cost(plan, rates, 1.0, capacity, pause_s, model, backlog).total
+        plan_cost(plan, rates, 1.0, capacity, pause_s, model, backlog, slots).total
         for plan in every_plan(len(rates), levels, start, k)
     )
 
@@ -69,6 +70,7 @@ instances = st.fixed_dictionaries(
             catch_up_s=st.sampled_from([1.0, 3.0]),
         ),
         "capacity": st.sampled_from([linear, lambda p: 1000.0 * p**0.8]),
+        "slots": st.sampled_from([None, lambda p: 2 * p + 1]),
     }
 )
 
@@ -83,7 +85,14 @@ def test_the_search_finds_the_true_optimum_whenever_it_says_it_is_exact(case: di
     assert best.exact  # fronts this small are never cut
     assert best.cost.total == pytest.approx(truth, rel=1e-9, abs=1e-9)
     again = plan_cost(
-        best.plan, case["rates"], 1.0, case["capacity"], case["pause_s"], case["model"], case["backlog"]
+        best.plan,
+        case["rates"],
+        1.0,
+        case["capacity"],
+        case["pause_s"],
+        case["model"],
+        case["backlog"],
+        case["slots"],
     )
     assert again == best.cost  # the cost it reports is its plan's, priced as any run is
 
@@ -124,6 +133,22 @@ def test_a_burst_shorter_than_a_restart_is_worth_is_absorbed() -> None:
     assert best.cost.restarts == 0 and best.cost.lag_seconds > 0
 
 
+def test_a_level_may_hold_another_number_of_slots() -> None:
+    """A job whose levels are sizes of the whole job (each vertex sized for it) holds its slot-sharing
+    groups' slots, not the level's number."""
+    best = best_plan(
+        [500.0] * 10,
+        1.0,
+        linear,
+        levels=[1, 2],
+        start=1,
+        pause_s=1.0,
+        model=CostModel(),
+        slots=lambda p: 3 * p,
+    )
+    assert best.plan == Plan(1) and best.cost.slot_seconds == 30
+
+
 def test_no_steps_no_cost() -> None:
     best = best_plan([], 1.0, linear, levels=[1, 2], start=2, pause_s=1.0, model=CostModel())
     assert best.plan == Plan(2) and best.cost.total == 0.0
@@ -139,6 +164,8 @@ def test_a_plan_that_cannot_run_is_refused() -> None:
 
 
 def test_bad_input_is_refused_with_a_message() -> None:
+    with pytest.raises(ValueError, match="slots"):
+        best_plan([1.0], 1.0, linear, [1, 2], 1, 1.0, CostModel(), slots=lambda p: p - 2)
     with pytest.raises(ValueError, match="rates"):
         best_plan([math.nan], 1.0, linear, [1], 1, 1.0, CostModel())
     with pytest.raises(ValueError, match="step"):
