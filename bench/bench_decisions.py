@@ -75,14 +75,15 @@ DEFINITIONS = f"""\
 - **final slots (opt)**: slots at the end of the trace, and the optimum for the load then.
 - **cost**: the run priced from the same readings (`autoscaler/foresight/cost.py`), in thousands of
   slot-seconds, at the prices of the profile's options (`job.autoscaler.cost.*`, both profiles at the
-  defaults): every second's slots (a restart's pause included) x {DEFAULT_COST.slot_second:g}, each
-  restart x {DEFAULT_COST.restart:g}, each second above the lag target x {DEFAULT_COST.lag_second:g}.
-  With `lag.target` unset, as in both, those are the seconds of "backlog s" (the catch-up bound).
+  defaults): each second's slots (a restart's pause included) x {DEFAULT_COST.slot_second:g}, each restart
+  x {DEFAULT_COST.restart:g}, each second above the lag target x {DEFAULT_COST.lag_second:g}. With
+  `lag.target` unset, as in both, those are the seconds of "backlog s" (the catch-up bound).
 - **regret**: cost / the best plan's in hindsight. That plan knows the whole load of the scored part and
-  picks the parallelism at each second, 1 to {SLOTS_PER_JOB} slots of 1250 rec/s, a restart pausing as
-  the lab's does, starting where the profiles start with nothing waiting, priced by the same function:
-  dynamic programming over seconds and slots that keeps every (cost, backlog) pair no other beats on
-  both, exact (`autoscaler/foresight/hindsight.py`). It may run a slot at 100 % busy: it knows the load.
+  picks the parallelism at each second, 1 to {SLOTS_PER_JOB} slots of 1250 rec/s, a restart pausing as the
+  lab's does, from where the profiles start with nothing waiting, priced by the same function: dynamic
+  programming over seconds and slots that keeps every (cost, backlog) pair no other beats on both, exact
+  (`autoscaler/foresight/hindsight.py`). It may run a slot at 100 % busy: it knows the load. It restarts
+  on whole seconds only, so a run could come out a hair below it (regret just under 1).
 - **best (restarts)**: the best plan's cost, and its restarts.
 - Cells read `reference / recommended (recommended / reference)`."""
 
