@@ -61,8 +61,8 @@ def render_report(
     if planned:
         lines += [
             "",
-            f"cost: slot-seconds + restarts + seconds behind target, at the first configuration's "
-            f"job.autoscaler.cost.* prices, in slot-hours; regret: cost / the best plan in hindsight's "
+            "cost: slot-seconds + restarts + seconds behind target, at the first configuration's\n"
+            "job.autoscaler.cost.* prices, in slot-hours; regret: cost / the best plan in hindsight's\n"
             f"(every arrival known; {planned} of {len(jobs)} job(s) had one to plan).",
         ]
     if errors:
@@ -137,7 +137,7 @@ def _table(
             cells += [f"{(r.get('cost') or 0.0) / 3600:,.1f}", _regret(r, best)]
         if diverged:
             at = r.get("diverged_ms")
-            cells.append(_when(at) if at is not None else ("-" if label == ACTUAL else "never"))
+            cells.append(_when(at) if at is not None else ("-" if label in (ACTUAL, BEST) else "never"))
         body.append(cells)
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     out = []
