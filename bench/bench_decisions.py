@@ -1,9 +1,10 @@
 """Decision quality: restarts, convergence, over-provisioning and backlog on load traces (a script).
 
-Runs the daemon's real tick against the simulated lab (``decisions.py`` says how) on seven load traces,
+Runs the daemon's real tick against the simulated lab (``decisions.py`` says how) on twelve load traces,
 each under the reference autoscaler's profile and under our recommended one
 (``autoscaler/settings/profiles.py``), and prints one table with both side by side and their ratio,
-then the issue 11 targets the recommended profile meets or misses. A full run (every trace, both
+each run's cost and its regret against the best plan in hindsight (issue 38), then the issue 11
+targets the recommended profile meets or misses. A full run (every trace, both
 profiles) also writes the table to ``docs/performance.md`` with the command and the date.
 
 The decisions do not depend on the evaluator: ``--evaluator spark`` gave the same outcome, target and
@@ -24,27 +25,33 @@ import json
 import shlex
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from decisions import (
     CATCH_UP_TARGET_S,
+    DEFAULT_COST,
     JITTER_MS,
     OPTIMUM_UTILIZATION,
     QUICK_TRACES,
     SEED,
     SETUP,
+    SLOTS_PER_JOB,
     TRACES,
     JobRun,
     Quality,
     RunConfig,
+    hindsight,
     run_sync,
     score,
 )
 from doc_section import write_section
 
+from autoscaler.foresight.cost import CostModel
+from autoscaler.foresight.hindsight import BestPlan
 from autoscaler.logs import configure_logging
+from autoscaler.settings import AutoscalerOptions
 from autoscaler.settings.profiles import PROFILES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,6 +73,18 @@ DEFINITIONS = f"""\
   records waiting, every second the job runs slower than its input with records waiting.
 - **reversals**: consecutive restarts in opposite directions (up then down, or down then up).
 - **final slots (opt)**: slots at the end of the trace, and the optimum for the load then.
+- **cost**: the run priced from the same readings (`autoscaler/foresight/cost.py`), in thousands of
+  slot-seconds, at the prices of the profile's options (`job.autoscaler.cost.*`, both profiles at the
+  defaults): each second's slots (a restart's pause included) x {DEFAULT_COST.slot_second:g}, each restart
+  x {DEFAULT_COST.restart:g}, each second above the lag target x {DEFAULT_COST.lag_second:g}. With
+  `lag.target` unset, as in both, those are the seconds of "backlog s" (the catch-up bound).
+- **regret**: cost / the best plan's in hindsight. That plan knows the whole load of the scored part and
+  picks the parallelism at each second, 1 to {SLOTS_PER_JOB} slots of 1250 rec/s, a restart pausing as the
+  lab's does, from where the profiles start with nothing waiting, priced by the same function: dynamic
+  programming over seconds and slots that keeps every (cost, backlog) pair no other beats on both, exact
+  (`autoscaler/foresight/hindsight.py`). It may run a slot at 100 % busy: it knows the load. It restarts
+  on whole seconds only, so a run could come out a hair below it (regret just under 1).
+- **best (restarts)**: the best plan's cost, and its restarts.
 - Cells read `reference / recommended (recommended / reference)`."""
 
 
@@ -95,9 +114,13 @@ def table(results: Mapping[str, Mapping[str, Quality]], loads: Mapping[str, str]
     """One markdown row per trace, then the totals over the set."""
     head = (
         "| trace | load | restarts | to final p (s) | over-prov. % | backlog s | reversals "
-        "| final slots (opt) |"
+        "| final slots (opt) | cost (k slot-s) | regret | best (restarts) |"
     )
-    lines = [head, "|" + "---|" * 8]
+    lines = [head, "|" + "---|" * 11]
+
+    def best(by: Mapping[str, Quality]) -> str:
+        plans = {(q.best.cost.total, q.best.cost.restarts) for q in by.values() if q.best is not None}
+        return " / ".join(f"{total / 1000:.1f} ({n})" for total, n in sorted(plans)) or "-"
 
     def row(name: str, load: str, by: Mapping[str, Quality]) -> str:
         finals = " / ".join(f"{q.final_slots} ({q.final_optimum})" for q in by.values())
@@ -108,6 +131,9 @@ def table(results: Mapping[str, Mapping[str, Quality]], loads: Mapping[str, str]
             _cell({p: q.backlog_s for p, q in by.items()}),
             _cell({p: q.reversals for p, q in by.items()}),
             finals,
+            _cell({p: q.cost.total / 1000 for p, q in by.items()}, 1),
+            _cell({p: q.regret for p, q in by.items()}, 2),
+            best(by),
         ]
         return f"| {name} | {load} | " + " | ".join(cells) + " |"
 
@@ -122,9 +148,15 @@ def table(results: Mapping[str, Mapping[str, Quality]], loads: Mapping[str, str]
             / max(1.0, sum(by[p].slot_s_needed for by in results.values())),
             "backlog": sum(by[p].backlog_s for by in results.values()),
             "reversals": sum(by[p].reversals for by in results.values()),
+            "cost": sum(by[p].cost.total for by in results.values()),
+            "best": sum(by[p].best.cost.total for by in results.values() if by[p].best is not None),
+            "best restarts": sum(
+                by[p].best.cost.restarts for by in results.values() if by[p].best is not None
+            ),
         }
         for p in profiles
     }
+    bests = {(t["best"], t["best restarts"]) for t in totals.values()}
     cells = [
         _cell({p: t["restarts"] for p, t in totals.items()}),
         "",
@@ -132,6 +164,9 @@ def table(results: Mapping[str, Mapping[str, Quality]], loads: Mapping[str, str]
         _cell({p: t["backlog"] for p, t in totals.items()}),
         _cell({p: t["reversals"] for p, t in totals.items()}),
         "",
+        _cell({p: t["cost"] / 1000 for p, t in totals.items()}, 1),
+        _cell({p: t["cost"] / t["best"] if t["best"] > 0 else None for p, t in totals.items()}, 2),
+        " / ".join(f"{total / 1000:.1f} ({n})" for total, n in sorted(bests)),
     ]
     lines.append("| **all traces** | | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -150,6 +185,16 @@ def _warm_ups(results: Mapping[str, Mapping[str, Quality]]) -> str:
         if warm
         else "No restart in any warm-up."
     )
+
+
+def _exact(bests: Iterable[BestPlan]) -> str:
+    """Whether every best plan is the true optimum (no Pareto front cut), and the widest front kept."""
+    plans = list(bests)
+    cut = sum(1 for b in plans if not b.exact)
+    widest = max((b.widest_front for b in plans), default=0)
+    if cut:
+        return f"{cut} of {len(plans)} best plans are approximations (a Pareto front was cut)."
+    return f"Every best plan is exact (the widest Pareto front kept {widest} paths)."
 
 
 # ---------------------------------------------------------------------------------------------- targets
@@ -201,6 +246,12 @@ def _log(runs: Sequence[JobRun], path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- main
+def _prices(profile: Mapping[str, str]) -> CostModel:
+    """The prices and lag target a job of ``profile`` has: its ``job.autoscaler.cost.*``, ``lag.target``
+    and ``catch-up.duration``, over the lab's set-up (a job's own keys win, as in the run)."""
+    return CostModel.of(AutoscalerOptions.from_flink_conf({**SETUP, **profile}))
+
+
 def _evaluator(kind: str, master: str) -> tuple[Any, Any]:
     """The evaluator and what stops it. Decisions are the same on both (the Spark tests hold them equal)."""
     if kind == "python":
@@ -251,9 +302,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     wall_s = time.perf_counter() - started
     print(file=sys.stderr)
 
+    started_best = time.perf_counter()
+    models = {name: _prices(options) for name, options in profiles.items()}
+    bests = {(t.name, m): hindsight(t, m, config) for t in traces for m in set(models.values())}
+    best_s = time.perf_counter() - started_best
     results: dict[str, dict[str, Quality]] = {}
     for run in runs:
-        results.setdefault(run.trace.name, {})[run.profile] = score(run)
+        model = models[run.profile]
+        results.setdefault(run.trace.name, {})[run.profile] = score(run, model, bests[run.trace.name, model])
     loads = {t.name: t.description for t in traces}
     stale = sum(q.stale_ticks for by in results.values() for q in by.values())
     ticks = sum(q.ticks for by in results.values() for q in by.values())
@@ -269,7 +325,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             "",
             f"Produced by `{command.strip()}` on {datetime.date.today().isoformat()}: "
             f"{wall_s:.0f} s of wall time ({args.evaluator} evaluator, simulator over "
-            f"{'HTTP' if config.http else 'in-process REST'}). Profiles: `autoscaler/settings/profiles.py`.",
+            f"{'HTTP' if config.http else 'in-process REST'}), and {best_s:.0f} s for the best plans in "
+            "hindsight. Profiles: `autoscaler/settings/profiles.py`.",
             "",
             f"The simulated lab: control loop {config.tick_s:g} s (tick instants jittered by up to "
             f"{config.jitter_ms} ms), Flink's lazy metric fetch every {config.fetch_s:g} s, "
@@ -282,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "",
             table(results, loads),
             "",
-            _warm_ups(results),
+            _warm_ups(results) + " " + _exact(bests.values()),
             "",
             "Targets of issue 11 item 2, recommended profile:",
             "",

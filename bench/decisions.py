@@ -20,7 +20,10 @@ fake clock's exact grid every other tick would be stale and the window's two end
 the rates would come out right by accident.
 
 Between ticks the runner reads the simulated cluster once a second (offered rate, parallelism, backlog,
-capacity) and scores each trace from those readings only, never from what the daemon believes.
+capacity) and scores each trace from those readings only, never from what the daemon believes. The cost
+of a run is :func:`autoscaler.foresight.cost.price` of those readings, and the yardstick it is divided
+by (the regret) is the best plan in hindsight for the trace's load (:func:`hindsight`), priced with the
+same function.
 
 The module is some 460 lines because its three parts (the traces, the run, the scores) are one
 definition of the lab: the scores read the readings the run takes with the constants the traces are
@@ -41,6 +44,8 @@ from typing import Any, Protocol
 from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.evaluate.stage import Evaluator
+from autoscaler.foresight.cost import Cost, CostModel, Interval, above_target, price
+from autoscaler.foresight.hindsight import BestPlan, best_plan
 from autoscaler.metrics import MetricsReporter
 from autoscaler.settings import ClusterSettings, Settings
 from autoscaler.simulator.engine import SimCluster, SimJob
@@ -50,6 +55,7 @@ from autoscaler.simulator.server import SimulatorServer
 from autoscaler.simulator.spec import (
     Bursts,
     Noise,
+    Product,
     Ramp,
     RateSchedule,
     SimClusterSpec,
@@ -62,11 +68,13 @@ from autoscaler.tick.steps import TickReport
 
 __all__ = [
     "CATCH_UP_TARGET_S",
+    "DEFAULT_COST",
     "JITTER_MS",
     "OPTIMUM_UTILIZATION",
     "QUICK_TRACES",
     "SEED",
     "SETUP",
+    "SLOTS_PER_JOB",
     "TRACES",
     "JobRun",
     "Quality",
@@ -75,6 +83,7 @@ __all__ = [
     "RunConfig",
     "TickNote",
     "Trace",
+    "hindsight",
     "optimum",
     "run_sync",
     "run_traces",
@@ -106,6 +115,9 @@ profile, so a profile cannot look leaner by aiming at a higher utilization."""
 CATCH_UP_TARGET_S = 1800.0
 """The reference's ``catch-up.duration``: a backlog is above target when the job, at its capacity now,
 would not drain it within this long (always, while it is restarting or slower than its input)."""
+
+DEFAULT_COST = CostModel(catch_up_s=CATCH_UP_TARGET_S)
+"""The prices when a profile sets none (``autoscaler.foresight.cost``'s defaults)."""
 
 
 # ---------------------------------------------------------------------------------------------- traces
@@ -170,6 +182,53 @@ def _traces(long_s: float) -> dict[str, Trace]:
             w + 3600,
             1500,
             settles=False,
+        ),
+        # Issue 38: the shapes a production fleet has. A day is squeezed into long_s / 3 (40 min in
+        # the full set), so three of them fit; the noise is the noise trace's kind, +-10 %.
+        Trace(
+            "daily-noisy",
+            f"800..3200 rec/s +-10 %, 3 days of {long_s / 3 / 60:g} min",
+            Product(
+                [
+                    Sine(base=2000, amplitude=1200, period_s=long_s / 3),
+                    Noise(base=1, spread=0.10, hold_s=10, seed=21),
+                ]
+            ),
+            w + long_s,
+            2000,
+            settles=False,
+        ),
+        Trace(
+            # One week from the job's start to its end (7,500 s in the full set: a week 81 times
+            # faster, a day in 17.9 min): five days cycling +-40 % around 2400 rec/s, then a weekend at
+            # half the level, +-5 % noise on top.
+            "weekly",
+            f"5 days 1440..3360 rec/s, 2 days half that, a week in {(w + long_s) / 3600:.1f} h",
+            Product(
+                [
+                    Sine(base=1, amplitude=0.4, period_s=(w + long_s) / 7),
+                    Steps([(0, 2400), (5 * (w + long_s) / 7, 1200)]),
+                    Noise(base=1, spread=0.05, hold_s=10, seed=41),
+                ]
+            ),
+            w + long_s,
+            2400,
+            settles=False,
+        ),
+        Trace(
+            "ramp-noisy",
+            "800 -> 3200 rec/s over 40 min, +-10 %",
+            Product([Ramp([(w, 800), (w + 2400, 3200)]), Noise(base=1, spread=0.10, hold_s=10, seed=31)]),
+            w + 3600,
+            800,
+        ),
+        Trace(
+            # A crowd arrives in 10 s (three times the load) and leaves over half an hour.
+            "flash-crowd",
+            "1500 -> 4500 rec/s in 10 s, back to 1500 over 30 min",
+            Ramp([(w, 1500), (w + 10, 4500), (w + 300, 3600), (w + 900, 2200), (w + 1800, 1500)]),
+            w + 2400,
+            1500,
         ),
     ]
     return {t.name: t for t in traces}
@@ -430,10 +489,20 @@ class Quality:
     ticks: int  # ticks with a sample
     slot_s_above: float  # over-provisioning's numerator and denominator, to total them over traces
     slot_s_needed: float
+    cost: Cost  # the readings priced (slot-seconds, restarts, seconds above the lag target)
+    best: BestPlan | None = None  # the trace's best plan in hindsight, under the same prices
+
+    @property
+    def regret(self) -> float | None:
+        """Cost / the best plan's: 1 is as good as knowing the future."""
+        if self.best is None or self.best.cost.total <= 0:
+            return None
+        return self.cost.total / self.best.cost.total
 
 
-def score(run: JobRun) -> Quality:
-    """Score one run from the cluster's readings, from the load change to the end of its trace."""
+def score(run: JobRun, model: CostModel = DEFAULT_COST, best: BestPlan | None = None) -> Quality:
+    """Score one run from the cluster's readings, from the load change to the end of its trace; its cost
+    priced with ``model``, and ``best`` the trace's best plan in hindsight under the same model."""
     trace = run.trace
     scored = [r for r in run.readings if trace.change_at_s <= r.t_s < trace.duration_s]
     rescales = [r for r in run.rescales if r.t_s >= trace.change_at_s]
@@ -448,12 +517,13 @@ def score(run: JobRun) -> Quality:
     stale = sum(
         1 for a, b in itertools.pairwise(notes) if b.records_in == a.records_in and b.t_s >= trace.change_at_s
     )
+    target = CostModel(catch_up_s=CATCH_UP_TARGET_S)  # "backlog s": the catch-up notion, whatever the prices
     return Quality(
         restarts=len(rescales),
         warm_up_restarts=len(run.rescales) - len(rescales),
         converge_s=converge,
         overprovision_pct=100.0 * above / needed if needed else 0.0,
-        backlog_s=float(sum(1 for r in scored if _above_target(r))),
+        backlog_s=float(sum(1 for r in scored if above_target(r.backlog, r.rate, r.capacity, target))),
         reversals=sum(1 for a, b in itertools.pairwise(directions) if a != b),
         final_slots=last.slots,
         final_optimum=last.optimum,
@@ -461,15 +531,29 @@ def score(run: JobRun) -> Quality:
         ticks=sum(1 for n in notes if n.t_s >= trace.change_at_s),
         slot_s_above=float(above),
         slot_s_needed=float(needed),
+        cost=price(
+            (Interval(1.0, r.slots, r.rate, r.capacity, r.backlog) for r in scored), len(rescales), model
+        ),
+        best=best,
     )
 
 
-def _above_target(r: Reading) -> bool:
-    """A backlog the job would not drain within ``CATCH_UP_TARGET_S`` at its capacity now."""
-    if r.backlog < 1.0:
-        return False
-    spare = r.capacity - r.rate
-    return spare <= 0 or r.backlog / spare > CATCH_UP_TARGET_S
+def hindsight(trace: Trace, model: CostModel, config: RunConfig = RunConfig()) -> BestPlan:
+    """The trace's best plan in hindsight over its scored part, one step a second as the readings are:
+    from the parallelism it starts at with nothing waiting, at 1 to ``SLOTS_PER_JOB`` slots of
+    ``WORK_CAPACITY`` each (Work is the lab job's bottleneck: its source and sink are 80 and 16 times
+    faster), a restart pausing for the lab's ``restart_pause_s``."""
+    start = trace.change_at_s
+    rates = [trace.rate.rate_at(start + t) for t in range(math.ceil(trace.duration_s - start))]
+    return best_plan(
+        rates,
+        1.0,
+        lambda p: p * WORK_CAPACITY,
+        levels=range(1, SLOTS_PER_JOB + 1),
+        start=_initial_parallelism(trace),
+        pause_s=config.restart_pause_s,
+        model=model,
+    )
 
 
 def run_sync(

@@ -91,7 +91,7 @@ def backtest_command(
     import pyarrow.csv as pa_csv
     import pyarrow.parquet as pq
 
-    from autoscaler.backtest.jobs import ACTUAL, BacktestOptions
+    from autoscaler.backtest.jobs import ACTUAL, BEST, BacktestOptions
     from autoscaler.backtest.report import render_report
     from autoscaler.backtest.spark import backtest_on_spark
     from autoscaler.evaluate.spark.session import create_spark_session
@@ -107,6 +107,7 @@ def backtest_command(
     worlds = {
         ACTUAL: "actual",
         **{label: f"{label}: {p.name}" for label, p in zip(loaded, configs, strict=True)},
+        BEST: "best in hindsight",
     }
     options = BacktestOptions(
         loaded, flink_cooldown_ms=to_ms(flink_cooldown), lag_target_s=lag_target.total_seconds()

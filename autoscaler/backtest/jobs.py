@@ -10,23 +10,34 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import structlog
 
 from autoscaler.backtest.history import JobHistory, histories_from_tables
+from autoscaler.backtest.optimum import best_in_hindsight
 from autoscaler.backtest.replay import replay_job, replay_settings, score_actual
 from autoscaler.backtest.score import Score, slots_of
 from autoscaler.backtest.workload import estimate_workload
 from autoscaler.durations import to_ms
+from autoscaler.foresight.cost import Cost, CostModel
 from autoscaler.settings import AutoscalerOptions, Settings
 
-__all__ = ["ACTUAL", "RESULT_SCHEMA", "BacktestOptions", "backtest_job", "backtest_tables", "unreadable"]
+__all__ = [
+    "ACTUAL",
+    "BEST",
+    "RESULT_SCHEMA",
+    "BacktestOptions",
+    "backtest_job",
+    "backtest_tables",
+    "unreadable",
+]
 
 log = structlog.get_logger(__name__)
 
 ACTUAL = "actual"  # the world label of what the live daemon did
+BEST = "best"  # the world label of the best plan in hindsight (autoscaler.backtest.optimum)
 
 RESULT_SCHEMA = pa.schema(
     [
@@ -42,6 +53,7 @@ RESULT_SCHEMA = pa.schema(
         pa.field("slot_hours", pa.float64()),
         pa.field("diverged_ms", pa.int64()),  # the replay's first own rescale; null: never, or "actual"
         pa.field("final_slots", pa.int64()),
+        pa.field("cost", pa.float64()),  # slot-seconds, restarts and lag priced (autoscaler.foresight.cost)
         pa.field("error", pa.string()),
     ]
 )
@@ -57,7 +69,9 @@ class BacktestOptions:
 
 
 def backtest_job(history: JobHistory, options: BacktestOptions) -> list[dict[str, object]]:
-    """One row per world: what actually happened, then each configuration."""
+    """One row per world: what actually happened, each configuration, then the best plan in hindsight
+    (none when the history gives it nothing to plan). Every world is priced by the first configuration's
+    ``job.autoscaler.cost.*`` options for the job, with ``lag_target_s`` as the lag target."""
     cluster, name = history.key.split("/", 1)
     base = {
         "cluster": cluster,
@@ -68,9 +82,10 @@ def backtest_job(history: JobHistory, options: BacktestOptions) -> list[dict[str
     }
     first = replay_settings(next(iter(options.configs.values())), cluster)
     workload = estimate_workload(history, to_ms(first.options_for(first.clusters[0]).restart_time))
+    model = replace(CostModel.of(first.options_for(first.clusters[0])), lag_target_s=options.lag_target_s)
     last = history.samples[max(history.samples)].topology
     actual = score_actual(history, workload, options.lag_target_s)
-    rows = [_row(base, ACTUAL, actual, None, slots_of(last, last.parallelisms))]
+    rows = [_row(base, ACTUAL, actual, None, slots_of(last, last.parallelisms), model)]
     for label, settings in options.configs.items():
         try:
             replayed = asyncio.run(
@@ -86,7 +101,16 @@ def backtest_job(history: JobHistory, options: BacktestOptions) -> list[dict[str
             log.warning("backtest_job_failed", job=history.key, world=label, error=str(exc))
             rows.append({**base, "world": label, "error": f"{type(exc).__name__}: {exc}"})
             continue
-        rows.append(_row(base, label, replayed.score, replayed.diverged_ms, replayed.final_slots))
+        rows.append(_row(base, label, replayed.score, replayed.diverged_ms, replayed.final_slots, model))
+    try:
+        best = best_in_hindsight(history, workload, model)
+    except Exception as exc:  # the yardstick's failure costs the job its regret, not its scores
+        log.warning("backtest_best_plan_failed", job=history.key, error=str(exc))
+        best = None
+    if best is not None:
+        cost = best.best.cost
+        score = Score(cost.restarts, best.below_capacity_s, cost.lag_seconds, cost.slot_seconds / 3600)
+        rows.append(_row(base, BEST, score, None, best.final_slots, model))
     return rows
 
 
@@ -118,8 +142,9 @@ def unreadable(jobs: Iterable[tuple[str, str]], error: str) -> pa.Table:
 
 
 def _row(
-    base: Mapping[str, object], world: str, score: Score, diverged: int | None, slots: int
+    base: Mapping[str, object], world: str, score: Score, diverged: int | None, slots: int, model: CostModel
 ) -> dict[str, object]:
+    cost = Cost.of(score.slot_hours * 3600, score.restarts, score.backlog_above_target_s, model)
     return {
         **base,
         "world": world,
@@ -129,5 +154,6 @@ def _row(
         "slot_hours": score.slot_hours,
         "diverged_ms": diverged,
         "final_slots": slots,
+        "cost": cost.total,
         "error": None,
     }

@@ -3,7 +3,9 @@ the configurations differ most, each with its worlds side by side.
 
 The columns are the same for every world: restarts (rescales sent), time below the needed capacity
 (the parallelism could not carry the arrivals, or the job was restarting), time with the backlog above
-the lag target, and slot-hours. The rows come from ``autoscaler.backtest.jobs.RESULT_SCHEMA``.
+the lag target, slot-hours, the cost (the three priced, ``autoscaler.foresight.cost``) and the regret:
+the cost over the best plan in hindsight's for the same jobs (the ``best`` world, knowing every
+arrival; ``autoscaler.backtest.optimum``). The rows come from ``autoscaler.backtest.jobs.RESULT_SCHEMA``.
 """
 
 from __future__ import annotations
@@ -14,22 +16,27 @@ from typing import Any
 
 import pyarrow as pa
 
-from autoscaler.backtest.jobs import ACTUAL
+from autoscaler.backtest.jobs import ACTUAL, BEST
 
 __all__ = ["render_report", "totals"]
 
-_MEASURES = ("restarts", "below_capacity_s", "backlog_above_target_s", "slot_hours")
+_MEASURES = ("restarts", "below_capacity_s", "backlog_above_target_s", "slot_hours", "cost")
 
 
 def totals(results: pa.Table) -> dict[str, dict[str, float]]:
-    """World -> measure -> sum over the jobs that backtested without error."""
+    """World -> measure -> sum over the jobs that backtested without error; ``cost_planned``: the cost
+    over the jobs that have a best plan only, what the regret divides."""
+    rows = results.to_pylist()
+    planned = {(r["cluster"], r["job_name"]) for r in rows if r["world"] == BEST and r["error"] is None}
     out: dict[str, dict[str, float]] = {}
-    for row in results.to_pylist():
+    for row in rows:
         if row["error"] is not None:
             continue
-        world = out.setdefault(row["world"], dict.fromkeys(_MEASURES, 0.0))
+        world = out.setdefault(row["world"], dict.fromkeys((*_MEASURES, "cost_planned"), 0.0))
         for m in _MEASURES:
-            world[m] += row[m]
+            world[m] += row[m] or 0.0
+        if (row["cluster"], row["job_name"]) in planned:
+            world["cost_planned"] += row["cost"] or 0.0
     return out
 
 
@@ -50,6 +57,14 @@ def render_report(
     if not rows:
         return lines[0]
     lines += ["", _table(totals(results), worlds, lag_target_s)]
+    planned = len({(r["cluster"], r["job_name"]) for r in rows if r["world"] == BEST})
+    if planned:
+        lines += [
+            "",
+            "cost: slot-seconds + restarts + seconds behind target, at the first configuration's\n"
+            "job.autoscaler.cost.* prices, in slot-hours; regret: cost / the best plan in hindsight's\n"
+            f"(every arrival known; {planned} of {len(jobs)} job(s) had one to plan).",
+        ]
     if errors:
         lines += ["", f"{len(errors)} replay(s) failed and are not counted:"]
         lines += [f"  {r['cluster']}/{r['job_name']} ({r['world']}): {r['error']}" for r in errors[:top]]
@@ -83,10 +98,12 @@ def _when(ms: int) -> str:
 
 
 def _spread(per_world: Mapping[str, Mapping[str, Any]]) -> float:
-    """How much the worlds differ for a job: restarts, plus hours below capacity and behind target."""
+    """How much the worlds differ for a job: restarts, plus hours below capacity and behind target (the
+    best plan in hindsight is a yardstick, not a world that could differ)."""
     values = [
         (r["restarts"], r["below_capacity_s"] / 3600, r["backlog_above_target_s"] / 3600)
-        for r in per_world.values()
+        for label, r in per_world.items()
+        if label != BEST
     ]
     return sum(max(v[i] for v in values) - min(v[i] for v in values) for i in range(3))
 
@@ -99,6 +116,9 @@ def _table(
     diverged: bool = False,
 ) -> str:
     header = ["", "restarts", "below capacity", f"backlog > {lag_target_s:g} s", "slot-hours"]
+    best = per_world.get(BEST)
+    if best is not None:
+        header += ["cost (slot-h)", "regret"]
     if diverged:
         header.append("diverged at")
     body = []
@@ -113,9 +133,11 @@ def _table(
             _duration(r["backlog_above_target_s"]),
             f"{r['slot_hours']:,.1f}",
         ]
+        if best is not None:
+            cells += [f"{(r.get('cost') or 0.0) / 3600:,.1f}", _regret(r, best)]
         if diverged:
             at = r.get("diverged_ms")
-            cells.append(_when(at) if at is not None else ("-" if label == ACTUAL else "never"))
+            cells.append(_when(at) if at is not None else ("-" if label in (ACTUAL, BEST) else "never"))
         body.append(cells)
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     out = []
@@ -127,6 +149,15 @@ def _table(
             )
         )
     return "\n".join(out)
+
+
+def _regret(world: Mapping[str, Any], best: Mapping[str, Any]) -> str:
+    """Cost over the best plan's, for the jobs that have one (the totals' ``cost_planned``)."""
+    cost = world.get("cost_planned", world.get("cost"))
+    yardstick = best.get("cost")
+    if cost is None or not yardstick:
+        return "-"
+    return f"{cost / yardstick:.2f}"
 
 
 def _duration(seconds: float) -> str:

@@ -75,7 +75,7 @@ class Workload:
         """The job at ``parallelism`` offered ``offered`` records/s at its sources: every vertex's input
         is what its upstream vertices put out; the vertex whose capacity is shortest throttles the whole
         job (back pressure reaches the sources), by the same share at every source."""
-        rates = self._inputs(offered)
+        rates = self.inputs(offered)
         throttle, bottleneck = 1.0, None
         for vid, rate in rates.items():
             limit = self.capacity[vid] * parallelism[vid]
@@ -89,7 +89,9 @@ class Workload:
         """Whether the job at ``parallelism`` has the capacity for the tick's arrivals."""
         return self.flow(parallelism, self.arrival(tick_ms)).throttle >= 1.0
 
-    def _inputs(self, offered: Mapping[VertexId, float]) -> dict[VertexId, float]:
+    def inputs(self, offered: Mapping[VertexId, float]) -> dict[VertexId, float]:
+        """Each vertex's records in per second when its sources are offered ``offered`` and nothing
+        throttles them (what its upstream vertices put out, by their ratios)."""
         out: dict[VertexId, float] = {}
         inputs: dict[VertexId, float] = {}
         for vid in self.topology.vertices:  # topological order

@@ -528,3 +528,46 @@ class OwnOptions(BaseModel):
         "holds twice the largest answer of a 10,000-subtask job (its per-subtask metric names). Like "
         "flink.rest-client.timeout, read per cluster (daemon or cluster autoscaler: section).",
     )
+    # Issue 38: what a user pays for, in one unit. Read by the decision bench and backtest to price runs
+    # and the best plan in hindsight (autoscaler/foresight/cost.py); no decision reads them yet.
+    cost_slot_second: float = Field(
+        1.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        validation_alias=_k("cost.slot-second"),
+        json_schema_extra=OURS,
+        description="The price of one slot held for one second: the unit the other prices are in "
+        "(slot-seconds). The slots a job holds while it restarts count too.",
+    )
+    cost_restart: float = Field(
+        600.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        validation_alias=_k("cost.restart"),
+        json_schema_extra=OURS,
+        description="The price of one restart, in slot-seconds, on top of what its pause costs in slots "
+        "held and in lag above lag.target: the risk and disturbance the pause does not show. The "
+        "default, ten slot-minutes, is worth a restart that frees one slot for about ten minutes.",
+    )
+    cost_lag_second: float = Field(
+        30.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        validation_alias=_k("cost.lag-second"),
+        json_schema_extra=OURS,
+        description="The price of one second in which the job's backlog is above lag.target, in "
+        "slot-seconds. Keep it above the job's widest slot count, or running slower than the input "
+        "would cost less than the slots it saves. At 30, a burst shorter than 20 s every 10 min costs "
+        "less as lag than one more slot held throughout.",
+    )
+    lag_target: Duration | None = Field(
+        None,
+        validation_alias=_k("lag.target"),
+        json_schema_extra=OURS,
+        description="The lag a job may carry, in seconds of backlog at its current offered rate: a "
+        "backlog of more than lag.target x that rate is above target. Unset: the catch-up bound, "
+        "a backlog the job would not drain within catch-up.duration at its capacity then (every "
+        "second it restarts or runs slower than its input, with records waiting). A job sized to "
+        "utilization.target u drains a lag of L seconds in L x u / (1 - u): at 0.7 and 30 min, the "
+        "unset bound lets a right-sized job carry up to 771 s.",
+    )

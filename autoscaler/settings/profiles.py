@@ -82,6 +82,11 @@ REFERENCE: Final = MappingProxyType(
         # The reference reads a REST answer of any size; no answer a profile is benched on comes near our
         # limit, which bounds memory and changes no decision, so the reference profile keeps it:
         f"{_P}flink.rest-client.max-answer-size": "64 mb",
+        # The prices a run is judged by (issue 38): no decision of the reference reads them, so the
+        # defaults; lag.target is left unset (the catch-up bound: the reference's own notion).
+        f"{_P}cost.slot-second": "1.0",
+        f"{_P}cost.restart": "600.0",
+        f"{_P}cost.lag-second": "30.0",
         # scaling-interval.min / .max (ours) are unset by default, which is the reference's behaviour
         # (no extra cooldown, nothing forced): a dict cannot say "unset", so they are left out.
     }

@@ -17,6 +17,7 @@ __all__ = [
     "Bursts",
     "Constant",
     "Noise",
+    "Product",
     "Ramp",
     "RateSchedule",
     "ShipStrategy",
@@ -182,15 +183,40 @@ def _infer_kind(value: Any) -> Any:
             ("spread", "noise"),
             ("peak", "bursts"),
             ("base", "sine"),
+            ("factors", "product"),
         ):
             if key in value:
                 return {"kind": kind, **value}
     return value
 
 
+class Product(_Spec):
+    """The product of schedules at each instant: a shape times a level, or times noise
+    around 1. ``Product([Sine(base=1, amplitude=0.4, period_s=900), Noise(base=2000, spread=0.1)])`` is a
+    daily cycle of +-40 % around 2000 rec/s with +-10 % noise on top; a weekly shape is a daily cycle
+    times ``Steps`` of the weekday and weekend levels."""
+
+    kind: Literal["product"] = "product"
+    factors: tuple[RateSchedule, ...] = Field(min_length=1)
+
+    def __init__(self, factors: Any = None, /, **data: Any) -> None:
+        if factors is not None:
+            data["factors"] = factors
+        super().__init__(**data)
+
+    def rate_at(self, t_s: float) -> float:
+        rate = 1.0
+        for factor in self.factors:
+            rate *= factor.rate_at(t_s)
+        return rate
+
+
 RateSchedule = Annotated[
-    Constant | Steps | Sine | Ramp | Noise | Bursts, Field(discriminator="kind"), BeforeValidator(_infer_kind)
+    Constant | Steps | Sine | Ramp | Noise | Bursts | Product,
+    Field(discriminator="kind"),
+    BeforeValidator(_infer_kind),
 ]
+Product.model_rebuild()
 
 
 class SimVertexSpec(_Spec):

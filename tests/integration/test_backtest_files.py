@@ -12,7 +12,7 @@ from sim_world import sim_world
 
 from autoscaler.archive.schema import SAMPLES
 from autoscaler.backtest.files import backtest_archived_job, job_files
-from autoscaler.backtest.jobs import ACTUAL, BacktestOptions, backtest_tables
+from autoscaler.backtest.jobs import ACTUAL, BEST, BacktestOptions, backtest_tables
 
 
 def job_ids(root: Path, cluster: str) -> dict[str, list[str]]:
@@ -34,7 +34,7 @@ def test_a_job_read_from_its_own_files_backtests_as_the_whole_archive_does(tmp_p
     for name, ids in job_ids(tmp_path, cluster).items():
         rows = backtest_archived_job(tmp_path, cluster, name, ids, options).to_pylist()
         assert rows == [r for r in plain if r["job_name"] == name]
-        assert [r["world"] for r in rows] == [ACTUAL, "A"]
+        assert [r["world"] for r in rows] == [ACTUAL, "A", BEST]  # the best plan in hindsight last
     assert backtest_archived_job(tmp_path, cluster, "no-such-job", ["0" * 32], options).num_rows == 0
 
 
@@ -51,4 +51,4 @@ def test_a_job_whose_file_is_not_parquet_gets_an_error_row_and_the_others_go_on(
     assert rows[0]["world"] == ACTUAL and rows[0]["restarts"] is None
     assert rows[0]["error"].startswith("unreadable history: ")
     others = backtest_archived_job(tmp_path, cluster, "stepped-1", ids["stepped-1"], options).to_pylist()
-    assert [r["error"] for r in others] == [None, None]
+    assert [r["error"] for r in others] == [None, None, None]  # actual, A, the best plan

@@ -11,7 +11,7 @@ from pathlib import Path
 from backtest_history import LIVE, WIDER, histories, record, table
 from sim_world import sim_world
 
-from autoscaler.backtest.jobs import ACTUAL, BacktestOptions, backtest_tables
+from autoscaler.backtest.jobs import ACTUAL, BEST, BacktestOptions, backtest_tables
 from autoscaler.backtest.replay import replay_job, score_actual
 from autoscaler.backtest.workload import estimate_workload
 from autoscaler.durations import to_ms
@@ -62,7 +62,7 @@ async def test_the_jobs_of_a_table_backtest_to_one_row_per_world(tmp_path: Path)
     rows = (await asyncio.to_thread(backtest_tables, samples, decisions, options)).to_pylist()  # its own loop
 
     assert sorted((r["job_name"], r["world"]) for r in rows) == [
-        (job, world) for job in ("stepped-0", "stepped-1") for world in sorted((ACTUAL, "A", "B"))
+        (job, world) for job in ("stepped-0", "stepped-1") for world in sorted((ACTUAL, "A", "B", BEST))
     ]
     measures = ("restarts", "below_capacity_s", "backlog_above_target_s", "slot_hours")
     for job in ("stepped-0", "stepped-1"):
@@ -71,3 +71,5 @@ async def test_the_jobs_of_a_table_backtest_to_one_row_per_world(tmp_path: Path)
         assert [by_world["A"][m] for m in measures] == [by_world[ACTUAL][m] for m in measures]
         assert by_world["A"]["diverged_ms"] is None and by_world["B"]["diverged_ms"] is not None
         assert by_world["B"]["slot_hours"] > by_world[ACTUAL]["slot_hours"]
+        # The best plan in hindsight is priced like the worlds, and none of them beats it.
+        assert 0 < by_world[BEST]["cost"] <= min(by_world[w]["cost"] for w in (ACTUAL, "A", "B"))

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from autoscaler.backtest.command import backtest_command
-from autoscaler.backtest.jobs import ACTUAL, RESULT_SCHEMA
+from autoscaler.backtest.jobs import ACTUAL, BEST, RESULT_SCHEMA
 from autoscaler.backtest.report import render_report, totals
 
 WORLDS = {ACTUAL: "actual", "A": "A: a.yaml", "B": "B: b.yaml"}
@@ -31,6 +31,7 @@ def row(
         "slot_hours": slots,
         "diverged_ms": extra.get("diverged_ms"),
         "final_slots": 4,
+        "cost": extra.get("cost", slots * 3600 + restarts * 600 + behind * 30),
         "error": extra.get("error"),
     }
 
@@ -55,6 +56,8 @@ def test_totals_sum_each_world_over_the_jobs_that_replayed() -> None:
         "below_capacity_s": 3600,
         "backlog_above_target_s": 1800,
         "slot_hours": 144,
+        "cost": 144 * 3600 + 6 * 600 + 1800 * 30,
+        "cost_planned": 0,  # no job has a best plan here
     }
     assert sums["A"]["restarts"] == 2 and sums["A"]["slot_hours"] == 158
     assert sums["B"]["slot_hours"] == 96  # the failed replay is not counted
@@ -69,6 +72,30 @@ def test_the_report_puts_the_worlds_side_by_side_and_names_what_failed() -> None
     assert "1 replay(s) failed and are not counted:" in text and "prod/clicks (B): ValueError" in text
     assert "prod/orders" in text and "never" in text  # B never diverged for orders
     assert "prod/clicks\n" not in text  # the same in every world that replayed: not shown in detail
+
+
+def test_the_best_plan_in_hindsight_gives_each_world_its_regret_over_the_jobs_it_planned() -> None:
+    planned = pa.Table.from_pylist(
+        [
+            *RESULTS.to_pylist(),
+            row("orders", BEST, 1, 0.0, 100.0, 90.0, cost=90 * 3600 + 600 + 3000.0),
+        ],
+        schema=RESULT_SCHEMA,
+    )
+    sums = totals(planned)
+    # clicks has no best plan: its cost counts in the world's cost, not in what the regret divides.
+    assert sums["A"]["cost_planned"] == 110 * 3600 + 2 * 600 + 300 * 30
+    assert sums["A"]["cost"] == sums["A"]["cost_planned"] + 48 * 3600
+
+    text = render_report(planned, {**WORLDS, BEST: "best in hindsight"}, lag_target_s=30, top=5)
+
+    regret_a = (110 * 3600 + 2 * 600 + 300 * 30) / (90 * 3600 + 600 + 3000)
+    a_line = next(line for line in text.splitlines() if line.split()[:2] == ["A:", "a.yaml"])
+    assert a_line.split()[-1] == f"{regret_a:.2f}"
+    best_line = next(line for line in text.splitlines() if line.strip().startswith("best in hindsight"))
+    assert best_line.split()[-1] == "1.00"
+    assert "1 of 2 job(s) had one to plan" in text
+    assert "prod/orders" in text  # still shown for A against actual, not because of the yardstick
 
 
 def test_a_missing_archive_or_a_bad_config_is_a_message_and_exit_2(

@@ -181,6 +181,10 @@ def test_only_our_own_keys_are_outside_the_reference_table():
         "slow-subtasks.enabled",
         "slow-subtasks.multiplier",
         "slow-subtasks.busy-floor",
+        "cost.slot-second",
+        "cost.restart",
+        "cost.lag-second",
+        "lag.target",
     }
 
 

@@ -16,6 +16,7 @@ from autoscaler.simulator import (
     Bursts,
     Constant,
     Noise,
+    Product,
     Ramp,
     RateSchedule,
     ResourceRequirementsError,
@@ -288,6 +289,19 @@ def test_bursts_repeat_from_their_start() -> None:
         Bursts(base=1, peak=2, every_s=10, duration_s=20)
 
 
+def test_a_product_multiplies_its_factors_at_each_instant() -> None:
+    cycle = Sine(base=1, amplitude=0.5, period_s=600)
+    week = Steps([(0, 2000), (3000, 1000)])
+    noisy = Product([cycle, week, Noise(base=1, spread=0.1, hold_s=10, seed=4)])
+    for t in (0, 150, 450, 2999, 3000, 3150):
+        expected = cycle.rate_at(t) * week.rate_at(t)
+        assert expected * 0.9 <= noisy.rate_at(t) <= expected * 1.1
+    assert Product([cycle, week]).rate_at(150) == pytest.approx(3000)  # the peak of a weekday
+    assert Product([cycle, week]).rate_at(3150) == pytest.approx(1500)  # of the weekend
+    with pytest.raises(ValidationError):
+        Product([])
+
+
 def test_new_schedules_load_from_yaml_without_a_kind() -> None:
     rate = TypeAdapter(RateSchedule)
     assert rate.validate_python({"points": [[0, 800], [60, 1600]]}) == Ramp([(0, 800), (60, 1600)])
@@ -299,6 +313,9 @@ def test_new_schedules_load_from_yaml_without_a_kind() -> None:
     )
     assert rate.validate_python({"base": 1500, "amplitude": 1000, "period_s": 600}) == Sine(
         base=1500, amplitude=1000, period_s=600
+    )
+    assert rate.validate_python({"factors": [{"rate": 2}, {"steps": [[0, 3]]}]}) == Product(
+        [Constant(2), Steps([(0, 3)])]
     )
 
 
