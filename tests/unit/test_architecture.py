@@ -60,6 +60,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
         frozenset(
             {
                 "settings",
+                "foresight",
                 "health",
                 "job_memory",
                 "logs",
