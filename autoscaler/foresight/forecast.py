@@ -43,9 +43,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-from autoscaler.durations import format_duration
+from autoscaler.durations import format_duration, to_ms
 from autoscaler.foresight.series import LoadSeries
+
+if TYPE_CHECKING:
+    from autoscaler.settings import AutoscalerOptions
 
 __all__ = [
     "LEVEL",
@@ -101,6 +105,16 @@ class ForecastParams:
     max_error: float = 0.15
     scored: int = 36  # a basis' record: the errors of its last this many scored forecasts
     min_scored: int = 12  # ... of which at least this many before it is trusted
+
+    @classmethod
+    def of(cls, options: AutoscalerOptions) -> ForecastParams:
+        """A job's ``forecast.*`` options as the forecast reads them."""
+        return cls(
+            bucket_ms=to_ms(options.forecast_bucket),
+            horizon_ms=to_ms(options.forecast_horizon),
+            periods_ms=tuple(to_ms(p) for p in options.forecast_periods),
+            max_error=options.forecast_max_error,
+        )
 
     def __post_init__(self) -> None:
         if self.bucket_ms <= 0 or self.horizon_ms <= 0:

@@ -82,6 +82,12 @@ REFERENCE: Final = MappingProxyType(
         # The reference reads a REST answer of any size; no answer a profile is benched on comes near our
         # limit, which bounds memory and changes no decision, so the reference profile keeps it:
         f"{_P}flink.rest-client.max-answer-size": "64 mb",
+        # No load history is kept and no forecast made (the reference reacts to the load it measures):
+        f"{_P}forecast.enabled": "false",
+        f"{_P}forecast.horizon": "1 h",
+        f"{_P}forecast.bucket": "5 min",
+        f"{_P}forecast.periods": "1 d;7 d",
+        f"{_P}forecast.max-error": "0.15",
         # scaling-interval.min / .max (ours) are unset by default, which is the reference's behaviour
         # (no extra cooldown, nothing forced): a dict cannot say "unset", so they are left out.
     }

@@ -181,6 +181,11 @@ def test_only_our_own_keys_are_outside_the_reference_table():
         "slow-subtasks.enabled",
         "slow-subtasks.multiplier",
         "slow-subtasks.busy-floor",
+        "forecast.enabled",
+        "forecast.horizon",
+        "forecast.bucket",
+        "forecast.periods",
+        "forecast.max-error",
     }
 
 
