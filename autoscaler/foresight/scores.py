@@ -64,13 +64,14 @@ class Scores:
     errors: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "pending", tuple(Foreseen(*p) for p in self.pending))
+        object.__setattr__(self, "pending", tuple(self.pending))
         object.__setattr__(self, "errors", MappingProxyType({b: tuple(e) for b, e in self.errors.items()}))
 
     def settled(self, series: LoadSeries, keep: int) -> Scores:
         """The forecasts whose horizon ``series`` has closed, scored (each basis keeping its ``keep``
         newest errors); the others still waiting."""
-        due = [p for p in self.pending if p.due <= series.last]
+        last = series.last
+        due = [p for p in self.pending if p[0] + p[1] <= last]  # made + horizon: its due bucket
         if not due:
             return self
         errors = {b: list(e) for b, e in self.errors.items()}
@@ -78,7 +79,7 @@ class Scores:
             came = [r for r in series.rates(p.made + 1, p.due + 1) if not math.isnan(r)]
             if len(came) >= (1 - MAX_GAPS) * p.horizon:
                 errors.setdefault(p.basis, []).append(peak_error(p.peak, max(came)))
-        waiting = tuple(p for p in self.pending if p.due > series.last)
+        waiting = tuple(p for p in self.pending if p[0] + p[1] > last)
         return Scores(waiting, {b: tuple(e[-keep:]) for b, e in errors.items()})
 
     def with_forecasts(self, made: int, horizon: int, predictions: Mapping[str, Prediction]) -> Scores:

@@ -87,11 +87,16 @@ class LoadSeries:
 
     @classmethod
     def from_bytes(cls, bucket_ms: int, first: int, stored: bytes) -> LoadSeries:
-        """The series ``to_bytes`` stored. What cannot be a rate (a trailing partial float, an infinite
-        or negative value) is not trusted: a gap, so bad stored data never enters a forecast."""
+        """The series ``to_bytes`` stored (a trailing partial float is dropped, not trusted)."""
         values = array("f", stored[: len(stored) - len(stored) % 4])
         if sys.byteorder != "little":
             values.byteswap()
+        return cls.trusted(bucket_ms, first, values)
+
+    @classmethod
+    def trusted(cls, bucket_ms: int, first: int, values: array[float]) -> LoadSeries:
+        """The series of these rates, what cannot be a rate (infinite, negative) read as a gap: bad
+        stored data never enters a forecast."""
         if not all(math.isfinite(v) and v >= 0 for v in values if v == v):
             values = array("f", [v if math.isfinite(v) and v >= 0 else math.nan for v in values])
         return cls(bucket_ms, first, values.tobytes())

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from array import array
 from collections.abc import Sequence
 from typing import Any
@@ -43,12 +44,12 @@ def history_write(stored: LoadHistory | None, history: LoadHistory) -> HistoryWr
     if not len(series):
         return None
     before = stored.series if stored is not None else None
-    if stored is not None and before is not None and before.bucket_ms == series.bucket_ms and len(before):
-        if before.last == series.last and stored.scores == history.scores:
-            return None
-        start = max(series.first, before.end)  # the first bucket the store does not hold yet
-    else:
-        start = series.first
+    if before is not None and (not len(before) or before.bucket_ms != series.bucket_ms):
+        before = None  # nothing stored of these buckets
+    unchanged = before is not None and stored is not None and before.last == series.last
+    if unchanged and stored is not None and stored.scores == history.scores:
+        return None
+    start = max(series.first, before.end) if before is not None else series.first
     start = min(start, series.last)  # the newest chunk is written at least: it carries the scores
     data = series.to_bytes()
     newest = series.last // CHUNK_BUCKETS
@@ -58,7 +59,10 @@ def history_write(stored: LoadHistory | None, history: LoadHistory) -> HistoryWr
         rates = data[(lo - series.first) * 4 : (hi - series.first) * 4]
         scores = encode_scores(history.scores) if n == newest else None
         chunks.append(HistoryChunk(n, series.bucket_ms, lo, rates, scores))
-    return HistoryWrite(tuple(chunks), series.bucket_ms, series.first // CHUNK_BUCKETS)
+    keep_from = series.first // CHUNK_BUCKETS
+    if before is not None and before.first // CHUNK_BUCKETS == keep_from:
+        return HistoryWrite(tuple(chunks), series.bucket_ms, None)  # nothing left the history
+    return HistoryWrite(tuple(chunks), series.bucket_ms, keep_from)
 
 
 def history_from(job_key: str, rows: Sequence[HistoryChunk], params: ForecastParams) -> LoadHistory:
@@ -81,10 +85,12 @@ def history_from(job_key: str, rows: Sequence[HistoryChunk], params: ForecastPar
     first = max(min(r.first for r in usable), end - params.capacity)
     values = array("f", [math.nan]) * (end - first)
     for row in usable:
-        part = LoadSeries.from_bytes(params.bucket_ms, row.first, row.rates)
-        lo = max(row.first, first)
-        values[lo - first : part.end - first] = array("f", part.rates(lo, part.end))
-    series = LoadSeries(params.bucket_ms, first, values.tobytes())
+        rates = array("f", row.rates[: len(row.rates) - len(row.rates) % 4])
+        if sys.byteorder != "little":
+            rates.byteswap()
+        skip = max(0, first - row.first)
+        values[row.first + skip - first : row.first + len(rates) - first] = rates[skip:]
+    series = LoadSeries.trusted(params.bucket_ms, first, values)  # what cannot be a rate: a gap
     return LoadHistory(series, scores=_scores(job_key, usable[-1].scores))
 
 

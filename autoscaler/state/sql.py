@@ -305,7 +305,8 @@ class SqlStateStore:
 
     # ------------------------------------------------------------------ load history
     def write_load_history(self, writes: Mapping[str, HistoryWrite]) -> None:
-        """Every job's changed chunks in one upsert, and what they no longer keep in one delete."""
+        """Every job's changed chunks in one upsert, and what they no longer keep in one delete (of the
+        jobs whose oldest chunk moved on: once a day for 5-minute buckets)."""
         if not writes:
             return
         h = LOAD_HISTORY.c
@@ -321,15 +322,20 @@ class SqlStateStore:
             for key, write in writes.items()
             for c in write.chunks
         ]
-        cuts = [{"k": key, "keep": w.keep_from, "bucket": w.bucket_ms} for key, w in writes.items()]
+        cuts = [
+            {"k": key, "keep": w.keep_from, "bucket": w.bucket_ms}
+            for key, w in writes.items()
+            if w.keep_from is not None
+        ]
         with self.db.write() as conn:
-            conn.execute(
-                sa.delete(LOAD_HISTORY).where(
-                    h.job_key == sa.bindparam("k"),
-                    sa.or_(h.chunk < sa.bindparam("keep"), h.bucket_ms != sa.bindparam("bucket")),
-                ),
-                cuts,
-            )
+            if cuts:
+                conn.execute(
+                    sa.delete(LOAD_HISTORY).where(
+                        h.job_key == sa.bindparam("k"),
+                        sa.or_(h.chunk < sa.bindparam("keep"), h.bucket_ms != sa.bindparam("bucket")),
+                    ),
+                    cuts,
+                )
             if rows:
                 insert = _insert(conn, LOAD_HISTORY)
                 upsert = insert.on_conflict_do_update(

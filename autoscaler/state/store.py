@@ -94,11 +94,12 @@ class HistoryChunk:
 @dataclass(frozen=True, slots=True)
 class HistoryWrite:
     """What one tick writes of a job's load history: the chunks whose buckets changed, and what is kept
-    of the rest: its chunks from ``keep_from`` on, of buckets of ``bucket_ms`` (others are dropped)."""
+    of the rest: its chunks from ``keep_from`` on, of buckets of ``bucket_ms`` (others are dropped;
+    ``keep_from`` None: nothing is, the history's oldest chunk is the one stored)."""
 
     chunks: tuple[HistoryChunk, ...]
     bucket_ms: int
-    keep_from: int
+    keep_from: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,10 +341,11 @@ class MemoryStateStore:
     def write_load_history(self, writes: Mapping[str, HistoryWrite]) -> None:
         with self._lock:
             for job_key, write in writes.items():
+                keep_from = write.keep_from
                 rows = {
                     n: c
                     for n, c in self._histories.get(job_key, {}).items()
-                    if n >= write.keep_from and c.bucket_ms == write.bucket_ms
+                    if keep_from is None or (n >= keep_from and c.bucket_ms == write.bucket_ms)
                 }
                 rows.update({c.chunk: c for c in write.chunks})
                 if rows:

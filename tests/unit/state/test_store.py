@@ -490,6 +490,8 @@ def test_load_history_chunks_are_replaced_and_what_is_not_kept_is_dropped(backen
     store = backend.store()
     store.write_load_history({"c/a": HistoryWrite((chunk(1), chunk(2), chunk(3)), 300_000, 1)})
     newer = chunk(3, rates=b"\x00" * 12)
+    store.write_load_history({"c/a": HistoryWrite((newer,), 300_000, None)})  # nothing leaves
+    assert backend.store().read_load_history(["c/a"]) == {"c/a": [chunk(1), chunk(2), newer]}
     store.write_load_history({"c/a": HistoryWrite((newer,), 300_000, 2)})  # chunk 1 leaves the history
     assert backend.store().read_load_history(["c/a"]) == {"c/a": [chunk(2), newer]}
     minute = chunk(9000, bucket_ms=60_000)
