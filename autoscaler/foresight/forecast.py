@@ -19,16 +19,21 @@ Each basis' past forecasts are scored when their horizon has passed (``autoscale
 the error of the peak it foresaw against the peak that came. A forecast is said only when
 
 1. the history is long and dense enough (``NoForecast``: ``short``, ``gappy``);
-2. some pattern basis has been scored often enough, its errors average at most ``max_error`` and are
-   no worse than reacting's (``short`` while learning, ``wrong`` otherwise); of those with the best
-   record (within 2 points), the longest period says it;
+2. some pattern basis has been scored often enough, its errors average at most ``max_error`` and
+   match reacting's (a period's within 2 points; a trend's 40 % lower, since a line through noise that
+   wanders fits as well as a ramp) (``short`` while learning, ``wrong`` otherwise); of those with the
+   best record (within 2 points), the longest period says it;
 3. the peak it foresees is above the current level by more than the noise can explain (``no-rise``):
-   ``RISE_SIGMAS`` times the spread its basis has on noise (from the buckets' noise, the robust
-   spread of their differences) and at least 1 %.
+   ``RISE_SIGMAS`` times the spread its basis has on noise and at least 2 %. The noise is the robust
+   spread of neighbouring buckets' differences; a period takes that of the differences one period
+   apart if larger, and a trend's spread widens with its residuals' correlation (noise that wanders
+   for hours is stationary, but its buckets' differences are small).
 
 The third rule is why stationary noise never gives a forecast above the level that reacting sizes
-for: a scale-up is never forecast-driven on noise. A decline is never a forecast either: a decision
-never scales down on a forecast alone, so only a rise is worth saying.
+for: a scale-up is never forecast-driven on noise (tests/unit/foresight: independent noise never,
+noise correlated from bucket to bucket seldom and never beyond what it reaches itself). A decline is
+never a forecast either: a decision never scales down on a forecast alone, so only a rise is worth
+saying.
 
 Plain Python: a prediction reads a few dozen buckets (the horizon, three periods back, the trend
 window), where numpy's per-call cost would exceed the arithmetic.
@@ -76,10 +81,12 @@ MIN_TREND_BUCKETS = 12
 NOISE_BUCKETS = 48  # the noise is read from the differences of at most this many newest buckets
 MAX_GAPS = 1 / 3  # more missing buckets than this in a window: too gappy to read
 RISE_SIGMAS = 6.0  # a foreseen rise must exceed this many times its spread on noise ...
-MIN_RISE = 0.01  # ... and this fraction of the level
+MIN_RISE = 0.02  # ... and this fraction of the level
 LINEAR_SIGMAS = 2.0  # a ramp's residuals spread at most this many times the noise
 LEFT_LINE_SIGMAS = 3.0  # and the current level is at most this many times the noise off its line
-BETTER_THAN_LEVEL = 0.02  # a pattern may be this much worse than reacting and still be trusted
+BETTER_THAN_LEVEL = 0.02  # a period may be this much worse than reacting and still be trusted ...
+TREND_BEATS_LEVEL = 0.6  # ... a trend must have been this much better: a line through wandering noise
+# fits as well as a ramp, and only its record against reacting's tells them apart
 
 
 def period_name(period_ms: int) -> str:
@@ -262,6 +269,19 @@ def _noise(rates: list[float]) -> float:
     return 1.4826 * statistics.median(abs(d - centre) for d in diffs) / math.sqrt(2)
 
 
+def _noise_apart(series: LoadSeries, made: int, period: int) -> float:
+    """One bucket's noise as seen one period apart: the robust spread of the differences between the
+    newest buckets and the same buckets a period before, over sqrt 2 (a level shift moves their median,
+    not their spread). NaN when fewer than eight are known."""
+    n = NOISE_BUCKETS
+    now, then = series.rates(made - n + 1, made + 1), series.rates(made - period - n + 1, made - period + 1)
+    diffs = [a - b for a, b in zip(now, then, strict=True) if not (math.isnan(a) or math.isnan(b))]
+    if len(diffs) < 8:
+        return math.nan
+    centre = statistics.median(diffs)
+    return 1.4826 * statistics.median(abs(d - centre) for d in diffs) / math.sqrt(2)
+
+
 def _trend(recent: list[float], level: float, noise: float, horizon: int) -> Prediction | None:
     """A ramp continued from the current level over the horizon, or None when the window is no line (a
     step, a burst) or the newest buckets left it."""
@@ -283,9 +303,24 @@ def _trend(recent: list[float], level: float, noise: float, horizon: int) -> Pre
     if abs(level - now) > LEFT_LINE_SIGMAS * noise + 1e-9 * abs(now):
         return None  # the newest buckets left the line (a step just now): the ramp is over
     ahead = horizon if slope > 0 else 1
-    # The median of n pair slopes, each of noise sqrt 2 x noise / half, spreads about 1.25 / sqrt n of it.
-    spread = horizon * 1.25 * math.sqrt(2) * noise / (half * math.sqrt(len(slopes)))
+    # The median of n pair slopes, each of noise sqrt 2 x noise / half, spreads about 1.25 / sqrt n of
+    # it; noise that wanders (each bucket like the one before: correlated, though stationary) draws
+    # lines a ramp would, and counts as fewer independent pairs: (1 + r) / (1 - r) times fewer, r the
+    # residuals' correlation with their neighbours.
+    r = _neighbour_correlation([e for (x, _), e in zip(known, residuals, strict=True)], [x for x, _ in known])
+    wander = math.sqrt((1 + r) / (1 - r))
+    spread = wander * horizon * 1.25 * math.sqrt(2) * noise / (half * math.sqrt(len(slopes)))
     return Prediction(max(0.0, level + slope * ahead), ahead, spread)
+
+
+def _neighbour_correlation(residuals: list[float], at: list[int]) -> float:
+    """The lag-one correlation of residuals (of buckets ``at``, neighbours only), within [0, 0.95]."""
+    pairs = [(a, b) for a, b, i, j in zip(residuals, residuals[1:], at, at[1:], strict=False) if j == i + 1]
+    total = math.fsum(e * e for e in residuals)
+    if not pairs or total <= 0:
+        return 0.0
+    r = math.fsum(a * b for a, b in pairs) / total
+    return min(0.95, max(0.0, r))
 
 
 def _seasonal(
@@ -316,8 +351,11 @@ def _seasonal(
     if known < (1 - MAX_GAPS) * horizon:
         return None
     # The highest of the horizon's smoothed rises: on noise it stays within about three times one
-    # bucket's noise (measured), which is taken as its spread.
-    return Prediction(max(0.0, level + peak), ahead, noise)
+    # bucket's noise (measured), which is taken as its spread; the noise is the larger of the buckets'
+    # and the periods' (of the differences one period apart), which noise that wanders for hours
+    # (stationary, but correlated) has far above its buckets' differences.
+    spread = max(noise, _noise_apart(series, made, period))
+    return Prediction(max(0.0, level + peak), ahead, spread)
 
 
 def _mean_known(values: list[float]) -> float:
@@ -357,7 +395,7 @@ def choose(
         b
         for b in learned
         if record[b] <= params.max_error
-        and (math.isnan(level_error) or record[b] <= level_error + BETTER_THAN_LEVEL)
+        and (math.isnan(level_error) or record[b] <= _as_good(b, level_error))
     ]
     if not trusted:
         best = min(learned, key=lambda b: record[b])
@@ -391,6 +429,11 @@ def choose(
         confidence=confidence,
         basis=basis,
     )
+
+
+def _as_good(basis: str, level_error: float) -> float:
+    """The worst record a basis may have against reacting's and still be trusted."""
+    return level_error * TREND_BEATS_LEVEL if basis == TREND else level_error + BETTER_THAN_LEVEL
 
 
 def _duration(ms: int) -> str:

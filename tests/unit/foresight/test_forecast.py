@@ -4,6 +4,7 @@ weekly cycles and ramps, what it does not foresee (steps, a flash crowd, noise),
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
 
 import pytest
@@ -132,6 +133,26 @@ def test_stationary_noise_is_never_a_forecast(
     )
     _, said = feed(sample(flat(level), DAY + DAY // 2, noise=noise, seed=seed, gaps=gaps), params)
     assert forecasts(said) == []
+
+
+@pytest.mark.parametrize("phi", [0.5, 0.8, 0.9])
+def test_noise_that_wanders_is_seldom_a_forecast_and_never_beyond_its_own_range(phi: float) -> None:
+    """Stationary noise correlated from bucket to bucket (AR(1), 3 % spread) draws lines a ramp would:
+    the residuals' correlation widens the trend's spread, the noise one period apart the period's, and
+    the trend must have beaten reacting clearly. What is left foresees no load the noise itself did not
+    reach. (Wander that lasts longer than the trend's record, phi 0.95 and above, can still pass for a
+    short ramp of a few per cent.)"""
+    rnd = random.Random(phi)
+    said_all: list[Forecast | NoForecast | None] = []
+    for _ in range(3):
+        x, rates = 0.0, []
+        for _ in range(3 * DAY):
+            x = phi * x + rnd.gauss(0, 0.03 * math.sqrt(1 - phi * phi))
+            rates.append(1000 * (1 + x))
+        said = feed(rates)[1]
+        assert all(f.peak_rate <= max(rates) for _, f in forecasts(said))
+        said_all += said
+    assert len(forecasts(said_all)) < 0.03 * len(said_all)
 
 
 def test_a_short_history_is_no_forecast_then_learns() -> None:
