@@ -4,28 +4,29 @@ N jobs of 10 vertices (a source and 9 more), each with three weeks of 5-minute b
 record of scored forecasts (ten such histories, shared by the jobs), through the parts the forecast
 adds to a tick:
 
-- ``foresee, open``: the foresee stage on a tick that closes no bucket (most ticks: a sum per job);
-- ``foresee, close``: the same on the tick where every job's bucket closes (once per bucket: the
-  outlook, the scoring and the choice for every job; buckets are epoch-aligned, so the whole fleet
-  closes on the same tick);
-- ``write``: that tick's history rows in one SQLite transaction (the record stage's flush);
+- ``foresee``: the foresee stage on each tick of one bucket (every job's bucket closes on one of
+  them, its own phase: a sum per job on the other ticks, the outlook, the scoring and the choice on
+  that one);
+- ``write``: each tick's history rows in one SQLite transaction (the record stage's flush);
 - ``restore``: a started daemon reading every job's history back (once per process).
 
-Usage: ``.venv/bin/python bench/bench_forecast.py [--jobs 1000] [--repeat 3]``; prints the best of the
-repeats per part, in ms.
+Usage: ``.venv/bin/python bench/bench_forecast.py [--jobs 1000] [--interval-s 10]``; prints ms.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import math
+import statistics
 import sys
 import tempfile
 import time
 from array import array
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -46,6 +47,7 @@ from autoscaler.tick.foresee import foresee  # noqa: E402
 OPTIONS = AutoscalerOptions(enabled=True, forecast_enabled=True)
 PARAMS = ForecastParams.of(OPTIONS)
 DAY = 86_400_000 // PARAMS.bucket_ms
+T = TypeVar("T")
 NAMES = [f"v{i}" for i in range(10)]
 TOPOLOGY = make_topology({n: 2 for n in NAMES}, [(a, b, "HASH") for a, b in itertools.pairwise(NAMES)])
 
@@ -71,63 +73,83 @@ def evaluation(job: int, ts_ms: int) -> JobEvaluation:
     return JobEvaluation(sample, vertices, processing_backlog=False, window_samples=10, window_full=True)
 
 
-def best(repeat: int, run: Callable[[], object]) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = run()
-        times.append(time.perf_counter() - t)
-    return min(times) * 1000, out
+def timed(run: Callable[[], T]) -> tuple[float, T]:
+    t = time.perf_counter()
+    out = run()
+    return (time.perf_counter() - t) * 1000, out
+
+
+def phased(h: LoadHistory, key: str) -> LoadHistory:
+    """``h`` on the job's own bucket phase (what ``ForecastParams.of(options, key)`` gives it)."""
+    phase = ForecastParams.of(OPTIONS, key).phase_ms
+    return dataclasses.replace(h, series=dataclasses.replace(h.series, phase_ms=phase))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=1000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--interval-s", type=int, default=10, help="the control loop's interval")
     args = parser.parse_args()
     end = 2_000_000  # a bucket index (about 19 years after the epoch)
     t = time.perf_counter()
     warm = [history(j, end) for j in range(min(args.jobs, 10))]  # a day of closes each: slow to make
-    histories = {f"c/job-{j}": warm[j % len(warm)] for j in range(args.jobs)}
+    keys = [f"c/job-{j}" for j in range(args.jobs)]
+    histories = {key: phased(warm[j % len(warm)], key) for j, key in enumerate(keys)}
     setup_s = time.perf_counter() - t
-    open_ms = (end * PARAMS.bucket_ms) + 20_000  # inside the open bucket
-    close_ms = (end + 1) * PARAMS.bucket_ms + 1_000  # the first tick of the next bucket
-    open_tick = Evaluated({f"c/job-{j}": evaluation(j, open_ms) for j in range(args.jobs)})
-    close_tick = Evaluated({f"c/job-{j}": evaluation(j, close_ms) for j in range(args.jobs)})
-    loaded = Loaded(histories=histories)
-
-    open_cost, _ = best(args.repeat, lambda: foresee(open_tick, loaded, open_ms))
-    close_cost, foreseen = best(args.repeat, lambda: foresee(close_tick, loaded, close_ms))
-    off_cost, _ = best(args.repeat, lambda: foresee(open_tick, Loaded(), open_ms))
-    after = {key: f.history for key, f in foreseen.items()}  # type: ignore[attr-defined]
+    start_ms = (end + 1) * PARAMS.bucket_ms  # every job's bucket `end` is open, then closes once
+    ticks = [
+        start_ms + i * args.interval_s * 1000 for i in range(PARAMS.bucket_ms // (args.interval_s * 1000))
+    ]
+    off = Evaluated({key: evaluation(j, ticks[0]) for j, key in enumerate(keys)})
+    off_ms = min(timed(lambda: foresee(off, Loaded(), ticks[0]))[0] for _ in range(3))
 
     with tempfile.TemporaryDirectory() as tmp:
         store = SqlStateStore.from_url(f"sqlite:///{tmp}/state.db")
         full = {key: history_write(None, h) for key, h in histories.items()}
         store.write_load_history({k: w for k, w in full.items() if w is not None})
+        per_tick, closed = [], []
+        for now in ticks:  # one bucket of ticks: each job's bucket closes on one of them
+            tick = Evaluated({key: evaluation(j, now) for j, key in enumerate(keys)})
+            loaded = Loaded(histories=histories)
+            foresee_ms, foreseen = timed(lambda: foresee(tick, loaded, now))  # noqa: B023
+            after = {key: f.history for key, f in foreseen.items()}
 
-        def write() -> None:
-            writes = {key: history_write(histories[key], h) for key, h in after.items()}
-            with store.transaction():
-                store.write_load_history({k: w for k, w in writes.items() if w is not None})
+            def write() -> int:
+                writes = {key: history_write(histories[key], h) for key, h in after.items()}  # noqa: B023
+                writes = {k: w for k, w in writes.items() if w is not None}
+                with store.transaction():
+                    store.write_load_history(writes)
+                return len(writes)
 
-        write_cost, _ = best(args.repeat, write)
+            write_ms, written = timed(write)
+            per_tick.append((foresee_ms, write_ms))
+            closed.append(written)
+            histories = after
 
         def restore() -> dict[str, LoadHistory]:
             rows = store.read_load_history(histories)
-            return {key: history_from(key, rows.get(key, []), PARAMS) for key in histories}
+            return {
+                key: history_from(key, rows.get(key, []), ForecastParams.of(OPTIONS, key)) for key in keys
+            }
 
-        restore_cost, restored = best(args.repeat, restore)
+        restore_ms, restored = timed(restore)
         size = Path(f"{tmp}/state.db").stat().st_size
         store.close()
-    same = all(restored[k].series == h.series for k, h in after.items())  # type: ignore[index]
+    same = all(restored[k].series == h.series for k, h in histories.items())
     buckets = len(next(iter(histories.values())).series)
+    foresees, writes = [f for f, _ in per_tick], [w for _, w in per_tick]
     print(f"{args.jobs} jobs x 10 vertices, {buckets} buckets each (setup {setup_s:.1f} s)")
-    print(f"foresee, forecast off:  {off_cost:8.2f} ms")
-    print(f"foresee, open bucket:   {open_cost:8.2f} ms")
-    print(f"foresee, bucket closes: {close_cost:8.2f} ms")
-    print(f"write (SQLite, 1 tx):   {write_cost:8.2f} ms")
-    print(f"restore (read + build): {restore_cost:8.2f} ms  (read back equal: {same})")
+    print(f"foresee, forecast off:       {off_ms:8.2f} ms per tick")
+    print(
+        f"{len(ticks)} ticks of {args.interval_s} s (one bucket), jobs whose bucket closed per tick: "
+        f"{min(closed)} to {max(closed)}, {sum(closed)} in all"
+    )
+    print(
+        f"foresee per tick:            {statistics.mean(foresees):8.2f} ms mean, {max(foresees):8.2f} ms max"
+    )
+    print(f"write per tick (SQLite, tx): {statistics.mean(writes):8.2f} ms mean, {max(writes):8.2f} ms max")
+    print(f"over the bucket:             {sum(foresees):8.2f} ms foresee, {sum(writes):8.2f} ms write")
+    print(f"restore (read + build):      {restore_ms:8.2f} ms  (read back equal: {same})")
     print(f"database: {size / 1e6:.1f} MB")
 
 

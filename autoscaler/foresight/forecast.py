@@ -44,6 +44,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -112,20 +113,27 @@ class ForecastParams:
     max_error: float = 0.15
     scored: int = 36  # a basis' record: the errors of its last this many scored forecasts
     min_scored: int = 12  # ... of which at least this many before it is trusted
+    phase_ms: int = 0  # the job's buckets begin this far into each bucket_ms of the epoch
 
     @classmethod
-    def of(cls, options: AutoscalerOptions) -> ForecastParams:
-        """A job's ``forecast.*`` options as the forecast reads them."""
+    def of(cls, options: AutoscalerOptions, job_key: str = "") -> ForecastParams:
+        """A job's ``forecast.*`` options as the forecast reads them. Its buckets' phase comes from its
+        key (a stable hash): the fleet's buckets close spread over a bucket's ticks, so no tick does
+        every job's forecast and history write."""
+        bucket_ms = to_ms(options.forecast_bucket)
         return cls(
-            bucket_ms=to_ms(options.forecast_bucket),
+            bucket_ms=bucket_ms,
             horizon_ms=to_ms(options.forecast_horizon),
             periods_ms=tuple(to_ms(p) for p in options.forecast_periods),
             max_error=options.forecast_max_error,
+            phase_ms=zlib.crc32(job_key.encode()) % bucket_ms if job_key else 0,
         )
 
     def __post_init__(self) -> None:
         if self.bucket_ms <= 0 or self.horizon_ms <= 0:
             raise ValueError("forecast bucket and horizon must be positive")
+        if not 0 <= self.phase_ms < self.bucket_ms:
+            raise ValueError("forecast phase must be within a bucket")
         if not 1 <= self.min_scored <= self.scored:
             raise ValueError("forecast min_scored must be within [1, scored]")
 
@@ -419,7 +427,7 @@ def choose(
             f"{basis} (confidence {confidence:.2f}) foresees no load above the current "
             f"{seen.level:.4g}/s beyond noise within {_duration(params.horizon_ms)}",
         )
-    made_ms = (seen.made + 1) * params.bucket_ms
+    made_ms = (seen.made + 1) * params.bucket_ms + params.phase_ms
     return Forecast(
         peak_rate=predicted.peak,
         level_rate=seen.level,

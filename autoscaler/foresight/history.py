@@ -48,16 +48,16 @@ class LoadHistory:
 
     @classmethod
     def empty(cls, params: ForecastParams) -> LoadHistory:
-        return cls(LoadSeries(params.bucket_ms))
+        return cls(LoadSeries(params.bucket_ms, phase_ms=params.phase_ms))
 
     def observe(self, ts_ms: int, rate: float, params: ForecastParams) -> LoadHistory:
         """The history with the offered ``rate`` sampled at ``ts_ms`` added (and, if it is of a later
         bucket than the open one, that bucket closed and the forecast made again)."""
         if not (math.isfinite(rate) and rate >= 0):
             return self
-        if params.bucket_ms != self.series.bucket_ms:  # other buckets: not comparable, start again
-            return LoadHistory.empty(params).observe(ts_ms, rate, params)
-        index = ts_ms // params.bucket_ms
+        if (params.bucket_ms, params.phase_ms) != (self.series.bucket_ms, self.series.phase_ms):
+            return LoadHistory.empty(params).observe(ts_ms, rate, params)  # other buckets: start again
+        index = self.series.index_of(ts_ms)
         current = self.open
         if current is not None and index == current.index:
             return replace(self, open=OpenBucket(index, current.total + rate, current.count + 1))
@@ -81,7 +81,7 @@ class LoadHistory:
         """The forecast for a decision at ``now_ms``: the latest, while the buckets keep closing."""
         if self.latest is None:
             return NoForecast(Why.SHORT, "no bucket has closed since the history was loaded")
-        made = (self.series.last + 1) * self.series.bucket_ms
+        made = self.series.start_ms(self.series.last + 1)
         if now_ms - made > 2 * self.series.bucket_ms:
             return NoForecast(Why.GAPPY, f"no load sampled for {(now_ms - made) // 1000} s")
         return self.latest

@@ -44,7 +44,9 @@ def history_write(stored: LoadHistory | None, history: LoadHistory) -> HistoryWr
     if not len(series):
         return None
     before = stored.series if stored is not None else None
-    if before is not None and (not len(before) or before.bucket_ms != series.bucket_ms):
+    if before is not None and (
+        not len(before) or (before.bucket_ms, before.phase_ms) != (series.bucket_ms, series.phase_ms)
+    ):
         before = None  # nothing stored of these buckets
     unchanged = before is not None and stored is not None and before.last == series.last
     if unchanged and stored is not None and stored.scores == history.scores:
@@ -90,7 +92,9 @@ def history_from(job_key: str, rows: Sequence[HistoryChunk], params: ForecastPar
             rates.byteswap()
         skip = max(0, first - row.first)
         values[row.first + skip - first : row.first + len(rates) - first] = rates[skip:]
-    series = LoadSeries.trusted(params.bucket_ms, first, values)  # what cannot be a rate: a gap
+    series = LoadSeries.trusted(
+        params.bucket_ms, first, values, params.phase_ms
+    )  # what cannot be a rate: a gap
     return LoadHistory(series, scores=_scores(job_key, usable[-1].scores))
 
 

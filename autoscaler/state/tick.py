@@ -104,7 +104,7 @@ class TickStore:
                 log.warning("load_history_restore_failed", jobs=len(missing), error=str(exc))
             else:
                 for key in missing:
-                    params = ForecastParams.of(wanted[key])
+                    params = ForecastParams.of(wanted[key], key)
                     self._histories[key] = history_from(key, rows.get(key, ()), params)
         return {key: self._histories[key] for key in wanted if key in self._histories}
 

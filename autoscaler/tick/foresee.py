@@ -49,7 +49,7 @@ def foresee(evaluated: Evaluated, loaded: Loaded, now_ms: int) -> dict[str, Fore
     for key, history in loaded.histories.items():
         evaluation = evaluated.evaluations.get(key)
         if evaluation is not None and not evaluation.sample.stale_ticks:
-            params = ForecastParams.of(evaluation.sample.target.options)
+            params = ForecastParams.of(evaluation.sample.target.options, key)
             history = history.observe(evaluation.sample.ts_ms, offered_rate(evaluation), params)
         out[key] = Foresight(history, history.forecast(now_ms))
     return out

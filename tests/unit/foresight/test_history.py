@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from hypothesis import given
@@ -10,6 +11,7 @@ from load_traces import BUCKET_MS, DAY, daily, feed, sample
 
 from autoscaler.foresight.forecast import Forecast, ForecastParams, NoForecast, Why
 from autoscaler.foresight.history import LoadHistory, OpenBucket
+from autoscaler.settings import AutoscalerOptions
 
 PARAMS = ForecastParams(bucket_ms=BUCKET_MS)
 
@@ -47,3 +49,24 @@ def test_the_forecast_is_the_latest_while_buckets_keep_closing() -> None:
     assert isinstance(stale, NoForecast) and stale.why is Why.GAPPY
     fresh = LoadHistory(h.series, scores=h.scores).forecast(now)
     assert isinstance(fresh, NoForecast) and fresh.why is Why.SHORT, "restored: none until a bucket closes"
+
+
+def test_a_jobs_buckets_have_its_own_phase_and_forecast_the_same() -> None:
+    """The phase (from the job's key) only moves when its buckets close: the fleet's closes spread over
+    a bucket's ticks; the forecast of a phased history is the unphased one's, moved by the phase."""
+    phases = {ForecastParams.of(AutoscalerOptions(), f"c/job-{i}").phase_ms for i in range(100)}
+    assert len(phases) > 90 and all(0 <= p < BUCKET_MS for p in phases)
+    assert ForecastParams.of(AutoscalerOptions(), "c/a") == ForecastParams.of(AutoscalerOptions(), "c/a")
+    phased = ForecastParams(bucket_ms=BUCKET_MS, phase_ms=123_456)
+    rates = sample(daily(), 3 * DAY + 90, noise=0.01)
+    plain, said = feed(rates)
+    h = LoadHistory.empty(phased)
+    for i, rate in enumerate(rates):
+        h = h.observe(i * BUCKET_MS + 123_456, rate, phased)
+    assert h.series.data == plain.series.data and h.series.start_ms(5) == 5 * BUCKET_MS + 123_456
+    assert isinstance(said[-1], Forecast) and isinstance(h.latest, Forecast)
+    assert h.latest == dataclasses.replace(
+        said[-1], made_ms=said[-1].made_ms + 123_456, peak_at_ms=said[-1].peak_at_ms + 123_456
+    )
+    moved = h.observe(len(rates) * BUCKET_MS + 123_456, 1.0, PARAMS)  # the phase changed: start again
+    assert len(moved.series) == 0 and moved.series.phase_ms == 0

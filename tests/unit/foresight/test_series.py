@@ -39,6 +39,10 @@ def test_the_newest_capacity_buckets_are_kept() -> None:
 def test_it_is_a_value() -> None:
     with pytest.raises(ValueError, match="more than 0 ms"):
         LoadSeries(0)
+    with pytest.raises(ValueError, match="phase"):
+        LoadSeries(1000, phase_ms=1000)
+    phased = LoadSeries(1000, phase_ms=300)
+    assert phased.index_of(300) == 0 and phased.index_of(299) == -1 and phased.start_ms(2) == 2300
     with pytest.raises(ValueError, match="whole"):
         LoadSeries(1000, 0, b"abc")
     assert LoadSeries(1000, 5, struct.pack("=ff", 1, 2)) == LoadSeries(1000, 5, struct.pack("=ff", 1, 2))

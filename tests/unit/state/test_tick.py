@@ -134,9 +134,10 @@ def forecasting(job: JobRef, ts_ms: int):
 async def test_load_histories_are_read_once_kept_and_written_as_buckets_close():
     store = HistoryStore()
     tick = TickStore(store, MetricsReporter(), persist_window=False)
-    params = ForecastParams.of(FORECASTING)
-    bucket = params.bucket_ms
-    for n, ts in enumerate((0, bucket // 2, bucket, bucket + 1, 2 * bucket)):
+    params = ForecastParams.of(FORECASTING, A.key)
+    bucket, phase = params.bucket_ms, params.phase_ms
+    for n, at in enumerate((0, bucket // 2, bucket, bucket + 1, 2 * bucket)):
+        ts = phase + at
         samples = [forecasting(A, ts), sample(B, ts)]  # job-b does not forecast
         loaded = await tick.load(samples)
         assert set(loaded.histories) == {A.key}
@@ -147,7 +148,7 @@ async def test_load_histories_are_read_once_kept_and_written_as_buckets_close():
     kept = store.read_load_history([A.key])[A.key]
     assert len(kept) == 1 and len(kept[0].rates) == 8  # buckets 0 and 1, one float each
     tick.forget([A.key])
-    again = await tick.load([forecasting(A, 2 * bucket)])
+    again = await tick.load([forecasting(A, phase + 2 * bucket)])
     assert store.reads[-1] == [A.key] and again.histories[A.key].series.rates(0, 2) == [100.5, 102.5]
 
 
@@ -166,8 +167,8 @@ async def test_a_failed_read_gives_no_history_and_is_tried_again():
 async def test_a_lapsed_jobs_history_is_not_written():
     store = HistoryStore()
     tick = TickStore(store, MetricsReporter(), persist_window=False)
-    params = ForecastParams.of(FORECASTING)
-    history = LoadHistory.empty(params).observe(0, 1.0, params).observe(params.bucket_ms, 2.0, params)
+    params = ForecastParams.of(FORECASTING, A.key)
+    history = LoadHistory.empty(params).observe(0, 1.0, params).observe(2 * params.bucket_ms, 2.0, params)
     await tick.flush(
         [forecasting(A, 0)], Loaded(), {}, 0, histories={A.key: history}, lapsed={A.key}.__contains__
     )

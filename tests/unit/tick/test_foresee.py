@@ -46,8 +46,10 @@ def test_the_offered_load_is_the_sources_target_rates() -> None:
 
 def test_a_forecasting_jobs_load_joins_its_history_and_others_are_left_alone() -> None:
     key = evaluation(0).job.key
-    history = LoadHistory.empty(PARAMS)
-    for ts, kwargs in ((0, {}), (10_000, {"stale_ticks": 1}), (20_000, {}), (PARAMS.bucket_ms, {})):
+    params = ForecastParams.of(OPTIONS_ON, key)  # the job's own phase
+    history = LoadHistory.empty(params)
+    for at, kwargs in ((0, {}), (10_000, {"stale_ticks": 1}), (20_000, {}), (params.bucket_ms, {})):
+        ts = params.phase_ms + at
         e = evaluation(ts, **kwargs)
         (after,) = foresee(Evaluated({key: e}), Loaded(histories={key: history}), ts).values()
         history = after.history
