@@ -223,6 +223,12 @@ class Forecast:
         return self.horizon_ms / 1000
 
     @property
+    def factor(self) -> float:
+        """The expected peak over the current level (above 1): what a decision sizing the job's vertices
+        for the peak would multiply their target rates by (infinite from a level of 0)."""
+        return self.peak_rate / self.level_rate if self.level_rate > 0 else math.inf
+
+    @property
     def until_ms(self) -> int:
         return self.made_ms + self.horizon_ms
 
