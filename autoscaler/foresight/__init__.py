@@ -1,2 +1,5 @@
-"""Decisions with foresight (issue 38): what a job's load will do, what a plan costs, and the best plan
-in hindsight; plain values and arithmetic, below the stages that use them."""
+"""Foresight: what a plan of parallelisms costs, the best plan in hindsight, and the load ahead.
+
+Pure values and arithmetic, no I/O: the bench, ``backtest`` and (later) the decision price plans with
+the same functions, so "cost" means one thing everywhere.
+"""

@@ -54,13 +54,12 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
         frozenset({"evaluate", "metrics", "vertex_series", "resources", "shards", "unknown_metrics"}),
     ),
     ("what is stored and what Flink answers", frozenset({"state", "flink"})),
-    ("values", frozenset({"model", "job_scope"})),
+    ("values", frozenset({"model", "job_scope", "foresight"})),
     (
         "foundations",
         frozenset(
             {
                 "settings",
-                "foresight",
                 "health",
                 "job_memory",
                 "logs",
