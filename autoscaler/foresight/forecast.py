@@ -276,11 +276,9 @@ def _noise(rates: list[float]) -> float:
     """One bucket's noise: the robust spread (1.4826 x the median absolute deviation) of the differences
     of neighbouring buckets, over sqrt 2; a ramp's or a cycle's slope moves their median, not their
     spread. NaN when fewer than eight differences are known."""
-    diffs = [b - a for a, b in itertools.pairwise(rates) if not (math.isnan(a) or math.isnan(b))]
-    if len(diffs) < 8:
-        return math.nan
-    centre = statistics.median(diffs)
-    return 1.4826 * statistics.median(abs(d - centre) for d in diffs) / math.sqrt(2)
+    return _spread_of_differences(
+        [b - a for a, b in itertools.pairwise(rates) if not (math.isnan(a) or math.isnan(b))]
+    )
 
 
 def _noise_apart(series: LoadSeries, made: int, period: int) -> float:
@@ -289,7 +287,14 @@ def _noise_apart(series: LoadSeries, made: int, period: int) -> float:
     not their spread). NaN when fewer than eight are known."""
     n = NOISE_BUCKETS
     now, then = series.rates(made - n + 1, made + 1), series.rates(made - period - n + 1, made - period + 1)
-    diffs = [a - b for a, b in zip(now, then, strict=True) if not (math.isnan(a) or math.isnan(b))]
+    return _spread_of_differences(
+        [a - b for a, b in zip(now, then, strict=True) if not (math.isnan(a) or math.isnan(b))]
+    )
+
+
+def _spread_of_differences(diffs: list[float]) -> float:
+    """One value's noise from differences of two values each: 1.4826 x their median absolute deviation
+    (a standard deviation, robustly) over sqrt 2; NaN from fewer than eight."""
     if len(diffs) < 8:
         return math.nan
     centre = statistics.median(diffs)
