@@ -1,5 +1,5 @@
-"""The control loop: one tick reads top-down as discover -> collect -> evaluate -> decide -> plugins
--> slots -> realize -> record (see ``docs/architecture.md``).
+"""The control loop: one tick reads top-down as discover -> collect -> evaluate -> foresee -> decide ->
+plugins -> slots -> realize -> record (see ``docs/architecture.md``).
 
 Every job of every cluster is collected concurrently, evaluated together in ONE Spark computation,
 then decided, passed through its executor plugins and realized concurrently. A failing cluster or
@@ -40,6 +40,7 @@ from autoscaler.state.tick import Loaded, TickStore
 from autoscaler.tick import record
 from autoscaler.tick.decide import decide_jobs
 from autoscaler.tick.delivery import OutcomeDelivery
+from autoscaler.tick.foresee import Foresight, forecasts, foresee
 from autoscaler.tick.plugins import ChainLog, run_plugins
 from autoscaler.tick.realize import realize_jobs
 from autoscaler.tick.record import TickTimer
@@ -140,6 +141,7 @@ class Daemon:
             evaluated = await self._evaluate(collected.samples, loaded, now_ms)
             timer.lap("evaluate")
             self._evaluation_failed = evaluated.error is not None
+            foreseen = foresee(evaluated, loaded, now_ms)  # the forecasting jobs' (none: nothing to do)
             decided = await decide_jobs(
                 collected.samples,
                 loaded,
@@ -148,6 +150,7 @@ class Daemon:
                 flink_cooldown_ms={c.name: c.flink_cooldown_ms for c in self.clusters},
                 confirm_timeout=self.settings.confirm_timeout,
                 interval=self.settings.control_loop_interval,
+                forecasts=forecasts(foreseen),
             )
             timer.lap("decide")
             approved = await run_plugins(
@@ -168,7 +171,7 @@ class Daemon:
             )
             self._idle_slots.note([s.outcome for s in realized if s.outcome is not None], idle_timeouts)
             timer.lap("realize")
-            report = await self._record(now_ms, timer, collected, loaded, realized, claimed.slots)
+            report = await self._record(now_ms, timer, collected, loaded, realized, claimed.slots, foreseen)
         if drain:
             await self.delivery.drain()
         return report
@@ -233,9 +236,11 @@ class Daemon:
         loaded: Loaded,
         steps: Sequence[JobStep],
         slots: Mapping[str, tuple[int, int]],
+        foreseen: Mapping[str, Foresight],
     ) -> TickReport:
-        """The record stage (``autoscaler.tick.record``): the tick's states in one transaction, then its
-        metrics, events and outcomes, all from the values the stages returned.
+        """The record stage (``autoscaler.tick.record``): the tick's states (and the forecasting jobs'
+        load histories) in one transaction, then its metrics, events and outcomes, all from the values
+        the stages returned.
 
         A crash before the write commits loses this tick only; a rescale it issued is found again next
         tick (the realizer sees the requirements already match and sends nothing).
@@ -246,8 +251,16 @@ class Daemon:
         clock_ms = self.clock.now_ms()
         lapsed, tokens = self.clusters.lapsed(clock_ms), self.clusters.lease_tokens(clock_ms)
         states = record.next_states(steps)
+        histories = {key: f.history for key, f in foreseen.items()}
         await self.store.flush(
-            collected.samples, loaded, states, now_ms, gone=gone, lapsed=lapsed, tokens=tokens
+            collected.samples,
+            loaded,
+            states,
+            now_ms,
+            gone=gone,
+            lapsed=lapsed,
+            tokens=tokens,
+            histories=histories,
         )
         record.report(self.metrics, collected, steps, slots, now_ms)
         await record.publish(record.tick_events(collected, steps, now_ms), self.events, self.delivery, done)

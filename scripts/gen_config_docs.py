@@ -67,6 +67,8 @@ CHECKED_VALUES: dict[str, str] = {
     "excluded_periods": "list (`;`-separated) of Quartz cron / `HH:mm:ss-HH:mm:ss` / both joined by `&&`",
     "custom_executors": "list (`;`-separated) of instance names, each with a `.class`",
     "custom_executor_settings": "`.class`: an installed plugin's name or class path; `.<param>`: text",
+    "forecast_periods": "list (`;`-separated) of durations, each a whole number of `forecast.bucket` and "
+    "longer than `forecast.horizon`",
 }
 # Where our default differs from the reference's declared one, and why.
 DEFAULT_NOTES: dict[str, str] = {

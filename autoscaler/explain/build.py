@@ -18,12 +18,14 @@ from autoscaler.explain.records import (
     NOT_REACHED,
     PASSED,
     DecisionRecord,
+    ForecastRecord,
     GateVerdict,
     PluginRecord,
     VerificationRecord,
     VerifiedVertex,
     VertexRecord,
 )
+from autoscaler.foresight.forecast import NoForecast
 from autoscaler.reasons import Reason
 from autoscaler.settings import KEY_PREFIX
 from autoscaler.slot_fit import CAPPED_TEXT
@@ -182,6 +184,26 @@ def record_from_outcome(outcome: JobOutcome) -> DecisionRecord:
         restart_time_capped=restart is not None and restart.capped,
         options=options,
         verification=_verified_now(decision, outcome.now_ms),
+        forecast=_forecast(decision, outcome.now_ms),
+    )
+
+
+def _forecast(decision: Decision | None, now_ms: int) -> ForecastRecord | None:
+    """What ``explain`` shows of a decision's load forecast (forecast.enabled), or None."""
+    forecast = decision.forecast if decision is not None else None
+    if decision is None or forecast is None:
+        return None
+    if isinstance(forecast, NoForecast):
+        evaluation = decision.evaluation
+        horizon_s = evaluation.sample.target.options.forecast_horizon.total_seconds() if evaluation else 0.0
+        return ForecastRecord(horizon_s, none=str(forecast.why), detail=forecast.detail)
+    return ForecastRecord(
+        forecast.horizon_s,
+        peak_rate=forecast.peak_rate,
+        level_rate=forecast.level_rate,
+        peak_in_s=forecast.peak_in_s(now_ms),
+        confidence=forecast.confidence,
+        basis=forecast.basis,
     )
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "PASSED",
     "SCHEMA_VERSION",
     "DecisionRecord",
+    "ForecastRecord",
     "GateVerdict",
     "PluginRecord",
     "VerificationRecord",
@@ -101,6 +102,22 @@ class VerifiedVertex:
 
 
 @dataclass(frozen=True, slots=True)
+class ForecastRecord:
+    """The job's load forecast at the decision (``forecast.enabled``): the expected peak of its offered
+    load within the horizon, how far ahead, how confident and from what; or why there is none
+    (``none``: short, gappy, wrong, no-pattern, no-rise, and ``detail``)."""
+
+    horizon_s: float
+    peak_rate: float | None = None  # records/s
+    level_rate: float | None = None  # the current level it rises from
+    peak_in_s: float | None = None
+    confidence: float | None = None
+    basis: str = ""  # trend, daily, weekly, every <period>
+    none: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class VerificationRecord:
     """What the rescale decided at ``rescale_ts_ms`` delivered, measured at ``ts_ms``."""
 
@@ -154,6 +171,7 @@ class DecisionRecord:
     verification: VerificationRecord | None = None
     since_ms: int | None = None  # first tick of the run this record ends (None: this tick alone)
     ticks: int = 1  # ticks in that run
+    forecast: ForecastRecord | None = None  # forecast.enabled only; left out of the JSON when None
 
     @property
     def blocked_by(self) -> GateVerdict | None:
@@ -179,6 +197,8 @@ class DecisionRecord:
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = _plain(self)
         data["schema"] = SCHEMA_VERSION
+        if self.forecast is None:  # a job without forecasts writes the record it wrote before them
+            del data["forecast"]
         return data
 
     def to_json(self) -> str:
@@ -186,8 +206,8 @@ class DecisionRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DecisionRecord:
-        nested = ("schema", "vertices", "gates", "plugins", "options", "verification")
-        verification = data.get("verification")
+        nested = ("schema", "vertices", "gates", "plugins", "options", "verification", "forecast")
+        verification, forecast = data.get("verification"), data.get("forecast")
         return cls(
             **_decode_floats(cls, {k: v for k, v in data.items() if k not in nested}),
             vertices=tuple(
@@ -197,6 +217,7 @@ class DecisionRecord:
             plugins=tuple(PluginRecord(**_decode_floats(PluginRecord, p)) for p in data.get("plugins", ())),
             options=tuple((str(k), str(v)) for k, v in data.get("options", ())),
             verification=None if verification is None else VerificationRecord.from_dict(verification),
+            forecast=None if forecast is None else ForecastRecord(**_decode_floats(ForecastRecord, forecast)),
         )
 
     @classmethod

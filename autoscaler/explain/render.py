@@ -22,7 +22,14 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from autoscaler.explain.records import BLOCKED, FORCED, DecisionRecord, VerifiedVertex, VertexRecord
+from autoscaler.explain.records import (
+    BLOCKED,
+    FORCED,
+    DecisionRecord,
+    ForecastRecord,
+    VerifiedVertex,
+    VertexRecord,
+)
 from autoscaler.reasons import Reason
 from autoscaler.safe_text import clip, for_terminal
 from autoscaler.shards import describe_lease, is_member
@@ -108,6 +115,9 @@ def explain(
         if record.restart_time_s is not None:
             lines.append(f"Restart time used: {_restart_words(record)}")
 
+    if record.forecast is not None:
+        lines += ["", f"Load forecast: {_forecast_words(record.forecast)}"]
+
     if record.verification is not None or record.scaled:
         lines += ["", *_verification_lines(record, "")]
 
@@ -185,6 +195,19 @@ def _restart_words(r: DecisionRecord) -> str:
         if longest is not None:
             why += f"; the longest of the {restarts} measured was {longest / 1000:.1f} s, not used"
     return f"{r.restart_time_s:.0f} s, configured (restart.time; {why})"
+
+
+def _forecast_words(f: ForecastRecord) -> str:
+    """The job's load forecast (forecast.enabled) in a line: the expected peak and when, or why none."""
+    horizon = _age(round(f.horizon_s * 1000))
+    if f.none:
+        return f"none ({f.none}: {f.detail}); the decision reacts to the load it measures"
+    confidence = f"{f.confidence:.2f}" if f.confidence is not None else "unknown"
+    when = "now" if not f.peak_in_s else f"in {_age(round(f.peak_in_s * 1000))}"
+    return (
+        f"peak {_rate(f.peak_rate)} expected {when}, up from {_rate(f.level_rate)} "
+        f"({f.basis}, confidence {confidence}, horizon {horizon}); no decision uses it yet"
+    )
 
 
 def _restart_short(r: DecisionRecord) -> str:

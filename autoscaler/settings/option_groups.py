@@ -22,6 +22,7 @@ from typing import Annotated, Any
 from pydantic import AliasChoices, BaseModel, BeforeValidator, Field, field_validator
 
 from autoscaler.calendar import PeriodError, parse_period
+from autoscaler.durations import format_duration
 from autoscaler.settings.keys import EVALUATOR_PREFIX, EXECUTOR_PREFIX
 from autoscaler.settings.values import (
     BusyTimeAggregator,
@@ -571,3 +572,67 @@ class OwnOptions(BaseModel):
         "utilization.target u drains a lag of L seconds in L x u / (1 - u): at 0.7 and 30 min, the "
         "unset bound lets a right-sized job carry up to 771 s.",
     )
+    forecast_enabled: bool = Field(
+        False,
+        validation_alias=_k("forecast.enabled"),
+        json_schema_extra=OURS,
+        description="Keep the job's offered load (its sources' target rate) in time buckets in the state "
+        "store and forecast it from that history: a ramp that continues, a daily or weekly pattern "
+        "(forecast.periods), with a confidence learned from how well its past forecasts matched; "
+        "explain shows the forecast, or why there is none (short or gappy history, forecasts that were "
+        "wrong, no rise beyond noise). It changes no decision yet.",
+    )
+    forecast_horizon: Duration = Field(
+        timedelta(hours=1),
+        validation_alias=_k("forecast.horizon"),
+        json_schema_extra=OURS,
+        description="How far ahead the forecast looks: the expected peak is the highest load within it.",
+    )
+    forecast_bucket: Duration = Field(
+        timedelta(minutes=5),
+        validation_alias=_k("forecast.bucket"),
+        json_schema_extra=OURS,
+        description="The history's resolution: one value per bucket (the mean of the ticks in it), "
+        "written when the bucket closes. The history keeps three times the longest of forecast.periods "
+        "(three weeks of 5-minute buckets: about 24 KB a job).",
+    )
+    forecast_periods: Annotated[tuple[Duration, ...], BeforeValidator(csv_list)] = Field(
+        (timedelta(days=1), timedelta(days=7)),
+        validation_alias=_k("forecast.periods"),
+        json_schema_extra={**OURS, "doc_default": "`1 d;7 d`"},
+        description="The repeating patterns looked for ('1 d;7 d': daily and weekly): the same time one "
+        "period ago, smoothed over up to three periods, once the history holds two. Each must be a "
+        "whole number of forecast.bucket and longer than forecast.horizon; the one whose past "
+        "forecasts matched best is used.",
+    )
+    forecast_max_error: float = Field(
+        0.15,
+        gt=0.0,
+        le=1.0,
+        validation_alias=_k("forecast.max-error"),
+        json_schema_extra=OURS,
+        description="A forecast is said only while its past forecasts of the peak were off by at most "
+        "this fraction on average (the last 36 scored); otherwise there is none and the decision reacts.",
+    )
+
+    @field_validator("forecast_bucket")
+    @classmethod
+    def _bucket_positive(cls, value: timedelta) -> timedelta:
+        if value < timedelta(seconds=1):
+            raise ValueError("must be at least 1 s")
+        return value
+
+    @field_validator("forecast_periods")
+    @classmethod
+    def _periods_fit(cls, value: tuple[timedelta, ...], info: Any) -> tuple[timedelta, ...]:
+        bucket, horizon = info.data.get("forecast_bucket"), info.data.get("forecast_horizon")
+        for period in value:
+            if bucket is not None and period % bucket:
+                raise ValueError(
+                    f"{format_duration(period)} is not a whole number of forecast.bucket "
+                    f"({format_duration(bucket)})"
+                )
+            if horizon is not None and period <= horizon:
+                longest = format_duration(horizon)
+                raise ValueError(f"{format_duration(period)} is not longer than forecast.horizon ({longest})")
+        return value

@@ -87,6 +87,12 @@ REFERENCE: Final = MappingProxyType(
         f"{_P}cost.slot-second": "1.0",
         f"{_P}cost.restart": "600.0",
         f"{_P}cost.lag-second": "30.0",
+        # No load history is kept and no forecast made (the reference reacts to the load it measures):
+        f"{_P}forecast.enabled": "false",
+        f"{_P}forecast.horizon": "1 h",
+        f"{_P}forecast.bucket": "5 min",
+        f"{_P}forecast.periods": "1 d;7 d",
+        f"{_P}forecast.max-error": "0.15",
         # scaling-interval.min / .max (ours) are unset by default, which is the reference's behaviour
         # (no extra cooldown, nothing forced): a dict cannot say "unset", so they are left out.
     }

@@ -27,6 +27,8 @@ from autoscaler.state.model import (
 )
 from autoscaler.state.store import (
     CustomWindowRow,
+    HistoryChunk,
+    HistoryWrite,
     MemoryStateStore,
     StateStore,
     WindowRow,
@@ -45,6 +47,8 @@ __all__ = [
     "CustomWindowRow",
     "Database",
     "DelayedScaleDown",
+    "HistoryChunk",
+    "HistoryWrite",
     "JobState",
     "MemoryStateStore",
     "PendingRescale",

@@ -35,11 +35,19 @@ from autoscaler.state.codec import (
 )
 from autoscaler.state.db import Database
 from autoscaler.state.model import JobState, ScalingRecord
-from autoscaler.state.store import SAMPLE_FIELDS, CustomWindowRow, Lease, WindowRow
+from autoscaler.state.store import (
+    SAMPLE_FIELDS,
+    CustomWindowRow,
+    HistoryChunk,
+    HistoryWrite,
+    Lease,
+    WindowRow,
+)
 from autoscaler.state.tables import (
     CUSTOM_WINDOW,
     JOB_STATE,
     LEASES,
+    LOAD_HISTORY,
     METRIC_WINDOW,
     SCALING_HISTORY,
     WINDOW_SAMPLE_COLUMNS,
@@ -196,7 +204,7 @@ class SqlStateStore:
 
     def delete(self, job_key: str) -> None:
         with self.db.write() as conn:
-            for table in (JOB_STATE, SCALING_HISTORY, *_WINDOWS):
+            for table in (JOB_STATE, SCALING_HISTORY, *_WINDOWS, LOAD_HISTORY):
                 conn.execute(sa.delete(table).where(table.c.job_key == job_key))
 
     def keys(self) -> Iterable[str]:
@@ -294,6 +302,60 @@ class SqlStateStore:
                 )
                 counts.append(max(0, conn.execute(query, params).rowcount))
         return counts[0]  # METRIC_WINDOW's
+
+    # ------------------------------------------------------------------ load history
+    def write_load_history(self, writes: Mapping[str, HistoryWrite]) -> None:
+        """Every job's changed chunks in one upsert, and what they no longer keep in one delete (of the
+        jobs whose oldest chunk moved on: once a day for 5-minute buckets)."""
+        if not writes:
+            return
+        h = LOAD_HISTORY.c
+        rows = [
+            {
+                "job_key": key,
+                "chunk": c.chunk,
+                "bucket_ms": c.bucket_ms,
+                "first_bucket": c.first,
+                "rates": c.rates,
+                "scores": c.scores,
+            }
+            for key, write in writes.items()
+            for c in write.chunks
+        ]
+        cuts = [
+            {"k": key, "keep": w.keep_from, "bucket": w.bucket_ms}
+            for key, w in writes.items()
+            if w.keep_from is not None
+        ]
+        with self.db.write() as conn:
+            if cuts:
+                conn.execute(
+                    sa.delete(LOAD_HISTORY).where(
+                        h.job_key == sa.bindparam("k"),
+                        sa.or_(h.chunk < sa.bindparam("keep"), h.bucket_ms != sa.bindparam("bucket")),
+                    ),
+                    cuts,
+                )
+            if rows:
+                insert = _insert(conn, LOAD_HISTORY)
+                upsert = insert.on_conflict_do_update(
+                    index_elements=[h.job_key, h.chunk],
+                    set_={c: insert.excluded[c] for c in ("bucket_ms", "first_bucket", "rates", "scores")},
+                )
+                conn.execute(upsert, rows)
+
+    def read_load_history(self, job_keys: Iterable[str]) -> dict[str, list[HistoryChunk]]:
+        keys = list(dict.fromkeys(job_keys))
+        out: dict[str, list[HistoryChunk]] = {}
+        h = LOAD_HISTORY.c
+        with self.db.read() as conn:
+            for chunk in _chunks(keys):
+                query = sa.select(LOAD_HISTORY).where(h.job_key.in_(chunk)).order_by(h.job_key, h.chunk)
+                for row in conn.execute(query):
+                    out.setdefault(row.job_key, []).append(
+                        HistoryChunk(row.chunk, row.bucket_ms, row.first_bucket, bytes(row.rates), row.scores)
+                    )
+        return out
 
     # ------------------------------------------------------------------ leases
     def acquire_lease(self, name: str, owner: str, now_ms: int, ttl_ms: int) -> Lease:

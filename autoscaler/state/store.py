@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 __all__ = [
     "SAMPLE_FIELDS",
     "CustomWindowRow",
+    "HistoryChunk",
+    "HistoryWrite",
     "Lease",
     "MemoryStateStore",
     "StateStore",
@@ -74,6 +76,30 @@ class CustomWindowRow:
     name: str
     ts_ms: int
     value: float
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryChunk:
+    """One stored row of a job's load history (``autoscaler.state.load_history``): the rates of buckets
+    ``first ..`` of chunk ``chunk`` (bucket index // ``CHUNK_BUCKETS``), as little-endian float32, and
+    on the job's newest row its forecasts' record (JSON)."""
+
+    chunk: int
+    bucket_ms: int
+    first: int
+    rates: bytes
+    scores: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryWrite:
+    """What one tick writes of a job's load history: the chunks whose buckets changed, and what is kept
+    of the rest: its chunks from ``keep_from`` on, of buckets of ``bucket_ms`` (others are dropped;
+    ``keep_from`` None: nothing is, the history's oldest chunk is the one stored)."""
+
+    chunks: tuple[HistoryChunk, ...]
+    bucket_ms: int
+    keep_from: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +173,10 @@ class StateStore(Protocol):
       in one statement each).
     - ``append_custom_windows`` / ``load_custom_window`` do the same for the custom metrics of each
       tick (a row per measured (tick, scope, name)); the trims and ``delete`` cover them too.
-    - ``delete`` drops the job's state and window.
+    - ``write_load_history`` upserts each job's chunks (by chunk number) and drops its rows before
+      ``keep_from`` or of other bucket sizes; ``read_load_history`` returns each job's rows oldest first
+      (jobs without any: absent).
+    - ``delete`` drops the job's state, window and load history.
     - ``acquire_lease`` takes or renews a named lease atomically: it goes to ``owner`` when it is free,
       expired (``expires_ms <= now_ms``) or already ``owner``'s, and then expires at ``now_ms + ttl_ms``;
       either way it returns the lease as it stands afterwards. ``release_lease`` expires it at once if
@@ -181,6 +210,10 @@ class StateStore(Protocol):
 
     def trim_window(self, job_key: str | None, before_ms: int) -> int: ...
 
+    def write_load_history(self, writes: Mapping[str, HistoryWrite]) -> None: ...
+
+    def read_load_history(self, job_keys: Iterable[str]) -> dict[str, list[HistoryChunk]]: ...
+
     def trim_windows(self, before_ms_by_job: Mapping[str, int]) -> int: ...
 
     def acquire_lease(self, name: str, owner: str, now_ms: int, ttl_ms: int) -> Lease: ...
@@ -209,6 +242,7 @@ class MemoryStateStore:
         self._windows: dict[str, dict[tuple[int, VertexId], WindowRow]] = {}
         self._custom: dict[str, dict[tuple[int, str, str], CustomWindowRow]] = {}
         self._leases: dict[str, Lease] = {}
+        self._histories: dict[str, dict[int, HistoryChunk]] = {}
         self._lock = threading.RLock()
         self._depth = 0
 
@@ -234,6 +268,7 @@ class MemoryStateStore:
             self._states.pop(job_key, None)
             self._windows.pop(job_key, None)
             self._custom.pop(job_key, None)
+            self._histories.pop(job_key, None)
 
     def keys(self) -> Iterable[str]:
         with self._lock:
@@ -252,11 +287,13 @@ class MemoryStateStore:
             states = dict(self._states)
             windows = {key: dict(rows) for key, rows in self._windows.items()}
             custom = {key: dict(rows) for key, rows in self._custom.items()}
+            histories = {key: dict(rows) for key, rows in self._histories.items()}
             self._depth = 1
             try:
                 yield
             except BaseException:
                 self._states, self._windows, self._custom = states, windows, custom
+                self._histories = histories
                 raise
             finally:
                 self._depth = 0
@@ -299,6 +336,28 @@ class MemoryStateStore:
     def trim_windows(self, before_ms_by_job: Mapping[str, int]) -> int:
         with self._lock:
             return sum(self.trim_window(key, before) for key, before in before_ms_by_job.items())
+
+    # ------------------------------------------------------------------ load history
+    def write_load_history(self, writes: Mapping[str, HistoryWrite]) -> None:
+        with self._lock:
+            for job_key, write in writes.items():
+                keep_from = write.keep_from
+                rows = {
+                    n: c
+                    for n, c in self._histories.get(job_key, {}).items()
+                    if keep_from is None or (n >= keep_from and c.bucket_ms == write.bucket_ms)
+                }
+                rows.update({c.chunk: c for c in write.chunks})
+                if rows:
+                    self._histories[job_key] = rows
+                else:
+                    self._histories.pop(job_key, None)
+
+    def read_load_history(self, job_keys: Iterable[str]) -> dict[str, list[HistoryChunk]]:
+        with self._lock:
+            return {
+                key: [rows[n] for n in sorted(rows)] for key in job_keys if (rows := self._histories.get(key))
+            }
 
     # ------------------------------------------------------------------ leases
     def acquire_lease(self, name: str, owner: str, now_ms: int, ttl_ms: int) -> Lease:

@@ -15,6 +15,7 @@ __all__ = [
     "EVENTS",
     "JOB_STATE",
     "LEASES",
+    "LOAD_HISTORY",
     "METADATA",
     "METRIC_WINDOW",
     "SCALING_HISTORY",
@@ -110,4 +111,19 @@ LEASES = sa.Table(
     sa.Column("owner", sa.String(256), nullable=False),  # the holding daemon's instance id
     sa.Column("expires_ms", sa.BigInteger, nullable=False),
     sa.Column("acquired_ms", sa.BigInteger, nullable=False),
+)
+
+# A job's offered load in time buckets (autoscaler.foresight), for its forecast: one row per chunk of
+# CHUNK_BUCKETS buckets, rewritten while a bucket of it closes, so a write is about a kilobyte per job and
+# closed bucket, and three weeks of 5-minute buckets are 21 rows. ``scores`` (the forecasts' record) is
+# read from the job's newest row.
+LOAD_HISTORY = sa.Table(
+    "autoscaler_load_history",
+    METADATA,
+    sa.Column("job_key", KEY, primary_key=True),
+    sa.Column("chunk", sa.BigInteger, primary_key=True),  # bucket index // CHUNK_BUCKETS
+    sa.Column("bucket_ms", sa.BigInteger, nullable=False),
+    sa.Column("first_bucket", sa.BigInteger, nullable=False),  # the index of rates' first bucket
+    sa.Column("rates", sa.LargeBinary, nullable=False),  # little-endian float32 per bucket, NaN: a gap
+    sa.Column("scores", sa.Text, nullable=True),  # JSON: autoscaler.state.load_history.encode_scores
 )

@@ -24,9 +24,12 @@ import structlog
 from sqlalchemy.exc import DBAPIError
 
 from autoscaler.durations import to_ms
+from autoscaler.foresight.forecast import ForecastParams
+from autoscaler.foresight.history import LoadHistory
 from autoscaler.model import JobSample
 from autoscaler.offload import offload
 from autoscaler.reasons import Reason
+from autoscaler.state.load_history import history_from, history_write
 from autoscaler.state.model import JobState
 from autoscaler.state.store import StateStore, custom_window_rows, group_window, window_rows
 
@@ -44,6 +47,8 @@ class Loaded:
     states: Mapping[str, JobState] = field(default_factory=dict)  # job key -> remembered state
     # job key -> stored window ticks this process has not evaluated yet (after a restart, a takeover)
     restored: Mapping[str, Sequence[JobSample]] = field(default_factory=dict)
+    # job key -> its load history, of the jobs with forecast.enabled (autoscaler.foresight)
+    histories: Mapping[str, LoadHistory] = field(default_factory=dict)
 
 
 class ErrorCounter(Protocol):
@@ -68,6 +73,9 @@ class TickStore:
         self.metrics = metrics
         self.persist_window = persist_window
         self._restored: set[str] = set()  # jobs whose stored window this process replayed
+        # job key -> its load history as this process keeps it: read from the store once, then kept here
+        # (the store holds its closed buckets, written as they close)
+        self._histories: dict[str, LoadHistory] = {}
         # job key -> (lease token, state): states the database refused, written at the next chance
         self._unsaved: dict[str, tuple[int | None, JobState]] = {}
 
@@ -80,7 +88,25 @@ class TickStore:
         states = await offload(self.state.load_many, keys) if keys else {}
         if self._unsaved:
             states = {**states, **self._still_mine(keys, tokens)}
-        return Loaded(states, await self._stored_windows(samples))
+        return Loaded(states, await self._stored_windows(samples), await self._load_histories(samples))
+
+    async def _load_histories(self, samples: Sequence[JobSample]) -> dict[str, LoadHistory]:
+        """The load history of each job with ``forecast.enabled``: kept in memory, read from the store
+        the first time this process sees the job (again after :meth:`forget`). A read that fails gives
+        those jobs none this tick, and is tried again at the next: starting them empty would have the
+        next write drop what the store holds."""
+        wanted = {s.job.key: s.target.options for s in samples if s.target.options.forecast_enabled}
+        missing = [key for key in wanted if key not in self._histories]
+        if missing:
+            try:
+                rows = await offload(self.state.read_load_history, missing)
+            except Exception as exc:
+                log.warning("load_history_restore_failed", jobs=len(missing), error=str(exc))
+            else:
+                for key in missing:
+                    params = ForecastParams.of(wanted[key], key)
+                    self._histories[key] = history_from(key, rows.get(key, ()), params)
+        return {key: self._histories[key] for key in wanted if key in self._histories}
 
     def _still_mine(self, keys: Iterable[str], tokens: Tokens | None) -> dict[str, JobState]:
         """The kept states of these jobs that are still this daemon's to write; those of a job another
@@ -162,9 +188,13 @@ class TickStore:
         return out
 
     def forget(self, keys: Iterable[str]) -> None:
-        """Replay these jobs' stored windows again when they come back to this process. A state the
-        database refused stays kept: the lease token decides whether it is still this daemon's."""
+        """Replay these jobs' stored windows, and read their load histories, again when they come back to
+        this process. A state the database refused stays kept: the lease token decides whether it is
+        still this daemon's."""
+        keys = list(keys)
         self._restored.difference_update(keys)
+        for key in keys:  # read again: another daemon may have written it meanwhile
+            self._histories.pop(key, None)
 
     # ------------------------------------------------------------------ flush
     async def flush(
@@ -177,19 +207,32 @@ class TickStore:
         gone: Sequence[str] = (),
         lapsed: Callable[[str], bool] | None = None,
         tokens: Tokens | None = None,
+        histories: Mapping[str, LoadHistory] | None = None,
     ) -> None:
-        """Write the tick in one transaction: changed states, the tick's samples, the window trim.
+        """Write the tick in one transaction: changed states, the tick's samples, the window trim, the
+        load histories' closed buckets.
 
         ``states`` are the states the tick produced (unchanged ones are not written); ``gone`` jobs
         left their cluster and drop their window rows; ``lapsed`` says of a job key whether this
         daemon lost its lease (its cluster's or its shard's) during the tick: such a job is not
         written, since another daemon may own it by now. ``tokens`` gives each job's lease token, under
-        which a state the database refuses is kept for the next tick (module doc).
+        which a state the database refuses is kept for the next tick (module doc). ``histories`` are the
+        jobs' load histories after the tick: kept in memory, and what closed since ``loaded`` written.
+        A refused write loses those buckets from the store only (the next write of their chunk puts
+        them back, if it is still the newest).
         """
+        histories = dict(histories or {})
         if lapsed is not None:
             samples = [s for s in samples if not lapsed(s.job.key)]
             states = {key: state for key, state in states.items() if not lapsed(key)}
             gone = [key for key in gone if not lapsed(key)]
+            histories = {key: h for key, h in histories.items() if not lapsed(key)}
+        self._histories.update(histories)
+        writes = {
+            key: write
+            for key, h in histories.items()
+            if (write := history_write(loaded.histories.get(key), h)) is not None
+        }
         for key in gone:
             self._unsaved.pop(key, None)
         kept = self._still_mine(list(self._unsaved), tokens)
@@ -215,9 +258,11 @@ class TickStore:
                     self.state.append_custom_windows(custom)
                 if cut:
                     self.state.trim_windows(cut)
+                if writes:
+                    self.state.write_load_history(writes)
 
         try:
-            if changed or rows or cut:
+            if changed or rows or cut or writes:
                 await offload(write)
         except (DBAPIError, sqlite3.Error, OSError) as exc:  # the database, not the daemon: kept
             for key, state in changed.items():

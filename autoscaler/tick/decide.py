@@ -30,6 +30,7 @@ from autoscaler.calendar import excluded_period_at
 from autoscaler.durations import to_ms, utc_text
 from autoscaler.evaluate.history import verify_last_scaling
 from autoscaler.evaluate.stage import Evaluated
+from autoscaler.foresight.forecast import Forecast, NoForecast
 from autoscaler.model import (
     HEAP_USAGE_RATIO,
     JobEvaluation,
@@ -559,13 +560,17 @@ async def decide_jobs(
     flink_cooldown_ms: Mapping[str, int],
     confirm_timeout: timedelta,
     interval: timedelta = timedelta(seconds=10),
+    forecasts: Mapping[str, Forecast | NoForecast] | None = None,
 ) -> list[JobStep]:
     """Settle each job's pending rescale, then run the gates on its evaluation.
 
     ``flink_cooldown_ms`` is each cluster's adaptive-scheduler cooldown (cluster name -> ms);
     ``interval`` the control loop's, the first step of a refused PUT's backoff. A job the gates hold
-    back ends here, with its next state; one to rescale goes on to the plugins.
+    back ends here, with its next state; one to rescale goes on to the plugins. ``forecasts``: the
+    forecasting jobs' load forecasts (``tick/foresee.py``), carried on their decisions for ``explain``;
+    no gate reads them yet.
     """
+    forecasts = forecasts or {}
 
     async def one(step: JobStep) -> JobStep:
         job, options = step.job, step.sample.target.options
@@ -591,6 +596,8 @@ async def decide_jobs(
             refused_retry_ms=refused_retry_ms(state, interval),
             below=below,
         )
+        if job.key in forecasts:
+            decision = replace(decision, forecast=forecasts[job.key])
         decision, verified = _verify_last_scaling(decision, now_ms)
         step = replace(step.noting(*verified, Decided(decision)), decision=decision)
         if not decision.applies:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from autoscaler.flink.models import ParallelismBounds
+from autoscaler.foresight.forecast import Forecast, NoForecast
 from autoscaler.memory_advice import MemoryAdvice
 from autoscaler.model import JobEvaluation, JobRef, JobSample, VertexChange, VertexId, frozen_map
 from autoscaler.plugins.chain import ChainResult
@@ -72,6 +73,8 @@ class Decision:
     evaluation: JobEvaluation | None = None
     retry_at_ms: int | None = None  # COOLDOWN_DEFERRED: decide again exactly then
     forced: bool = False  # SCALING below the minimum requirement, forced by scaling-interval.max
+    # The job's load forecast (forecast.enabled; None otherwise), shown by explain; no gate reads it yet.
+    forecast: Forecast | NoForecast | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "changes", frozen_map(self.changes))

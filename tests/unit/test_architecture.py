@@ -84,7 +84,18 @@ KNOWN_UPWARD: set[tuple[str, str]] = set()
 KNOWN_KNOTS: list[list[str]] = []
 # The tick package's modules, lowest first: each imports only modules before it. The record stage is
 # on top: it reads every stage's values and no stage reads it.
-TICK_ORDER = ["steps", "texts", "delivery", "each", "decide", "plugins", "slots", "realize", "record"]
+TICK_ORDER = [
+    "steps",
+    "texts",
+    "delivery",
+    "each",
+    "foresee",
+    "decide",
+    "plugins",
+    "slots",
+    "realize",
+    "record",
+]
 
 
 def _modules() -> dict[str, Path]:
@@ -217,6 +228,7 @@ def test_a_tick_calls_the_stages_once_each_in_order():
         "self.clusters.collect",  # discover + collect, once per cluster
         "self.store.load",
         "self._evaluate",
+        "foresee",
         "decide_jobs",
         "run_plugins",
         "claim_slots",
@@ -229,7 +241,7 @@ def test_a_tick_calls_the_stages_once_each_in_order():
 # What writes: the state store, the event sink, the metrics, the outcome delivery. Only the record stage
 # (and the daemon that hands it the values) may touch them; the other stages return values.
 _WRITERS = {"autoscaler.metrics", "autoscaler.state.events", "autoscaler.tick.delivery", "autoscaler.offload"}
-_STAGES = ["decide", "plugins", "slots", "realize", "each"]
+_STAGES = ["foresee", "decide", "plugins", "slots", "realize", "each"]
 
 
 def test_only_the_record_stage_writes():

@@ -185,6 +185,11 @@ def test_only_our_own_keys_are_outside_the_reference_table():
         "cost.restart",
         "cost.lag-second",
         "lag.target",
+        "forecast.enabled",
+        "forecast.horizon",
+        "forecast.bucket",
+        "forecast.periods",
+        "forecast.max-error",
     }
 
 

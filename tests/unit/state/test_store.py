@@ -29,6 +29,8 @@ from autoscaler.reasons import Reason
 from autoscaler.state import (
     CustomWindowRow,
     DelayedScaleDown,
+    HistoryChunk,
+    HistoryWrite,
     JobState,
     MemoryStateStore,
     PendingRescale,
@@ -463,6 +465,49 @@ def test_window_rows_from_a_sample_round_trip_and_regroup(backend: Backend) -> N
     assert [t.ts_ms for t in ticks] == [1_000, 11_000, 21_000]
     assert all(t.running_since_ms == 100 and set(t.vertices) == {"src", "w"} for t in ticks)
     assert ticks[1].vertices["src"].pending_records == 11_000.0
+
+
+# ------------------------------------------------------------------------------- load history contract
+def chunk(
+    n: int, first: int | None = None, rates: bytes = b"\x00\x00\x80?", bucket_ms: int = 300_000
+) -> HistoryChunk:
+    return HistoryChunk(n, bucket_ms, n * 288 if first is None else first, rates, None)
+
+
+def test_load_history_writes_read_back_oldest_first(backend: Backend) -> None:
+    store = backend.store()
+    assert store.read_load_history(["c/a"]) == {}
+    scored = replace(chunk(3, 3 * 288 + 5, b"\x00" * 8), scores='{"v":1}')
+    store.write_load_history(
+        {"c/a": HistoryWrite((scored, chunk(2)), 300_000, 2), "c/b": HistoryWrite((chunk(7),), 300_000, 7)}
+    )
+    store.write_load_history({})
+    again = backend.store()
+    assert again.read_load_history(["c/a", "c/b", "c/none"]) == {"c/a": [chunk(2), scored], "c/b": [chunk(7)]}
+
+
+def test_load_history_chunks_are_replaced_and_what_is_not_kept_is_dropped(backend: Backend) -> None:
+    store = backend.store()
+    store.write_load_history({"c/a": HistoryWrite((chunk(1), chunk(2), chunk(3)), 300_000, 1)})
+    newer = chunk(3, rates=b"\x00" * 12)
+    store.write_load_history({"c/a": HistoryWrite((newer,), 300_000, None)})  # nothing leaves
+    assert backend.store().read_load_history(["c/a"]) == {"c/a": [chunk(1), chunk(2), newer]}
+    store.write_load_history({"c/a": HistoryWrite((newer,), 300_000, 2)})  # chunk 1 leaves the history
+    assert backend.store().read_load_history(["c/a"]) == {"c/a": [chunk(2), newer]}
+    minute = chunk(9000, bucket_ms=60_000)
+    store.write_load_history({"c/a": HistoryWrite((minute,), 60_000, 9000)})  # other buckets: all dropped
+    assert backend.store().read_load_history(["c/a"]) == {"c/a": [minute]}
+
+
+def test_load_history_goes_with_the_job_and_with_a_failed_transaction(backend: Backend) -> None:
+    store = backend.store()
+    store.write_load_history({key: HistoryWrite((chunk(1),), 300_000, 1) for key in ("c/a", "c/b")})
+    with pytest.raises(RuntimeError), store.transaction():
+        store.write_load_history({"c/a": HistoryWrite((chunk(2),), 300_000, 2)})
+        raise RuntimeError("the tick failed")
+    assert backend.store().read_load_history(["c/a"]) == {"c/a": [chunk(1)]}
+    store.delete("c/a")
+    assert backend.store().read_load_history(["c/a", "c/b"]) == {"c/b": [chunk(1)]}
 
 
 # ---------------------------------------------------------------------------------------- durable only

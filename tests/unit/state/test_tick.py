@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from structlog.testing import capture_logs
 
+from autoscaler.foresight.forecast import ForecastParams
+from autoscaler.foresight.history import LoadHistory
 from autoscaler.metrics import MetricsReporter
 from autoscaler.model import JobRef
 from autoscaler.reasons import Reason
+from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState, MemoryStateStore
 from autoscaler.state.tick import Loaded, TickStore
 from autoscaler.testing import make_sample, make_topology
@@ -97,3 +100,76 @@ async def test_a_failed_write_is_counted_and_never_raises():
     await tick.flush([sample(A, 1_000)], Loaded(), {A.key: JobState(last_rescale_ms=1)}, 1_000)
     labels = {"cluster": "a", "reason": str(Reason.STATE_STORE_ERROR)}
     assert metrics.registry.get_sample_value("flink_autoscaler_errors_total", labels) == 1
+
+
+# ---------------------------------------------------------------------------------------- load history
+class HistoryStore(MemoryStateStore):
+    """Counts the load-history reads and writes; can be told to fail reading."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[list[str]] = []
+        self.writes: list[set[str]] = []
+        self.fail_reads = False
+
+    def read_load_history(self, job_keys):
+        keys = list(job_keys)
+        self.reads.append(keys)
+        if self.fail_reads:
+            raise OSError("disk gone")
+        return super().read_load_history(keys)
+
+    def write_load_history(self, writes):
+        self.writes.append(set(writes))
+        super().write_load_history(writes)
+
+
+FORECASTING = AutoscalerOptions(enabled=True, forecast_enabled=True)
+
+
+def forecasting(job: JobRef, ts_ms: int):
+    return make_sample(TOPOLOGY, job=job, ts_ms=ts_ms, options=FORECASTING)
+
+
+async def test_load_histories_are_read_once_kept_and_written_as_buckets_close():
+    store = HistoryStore()
+    tick = TickStore(store, MetricsReporter(), persist_window=False)
+    params = ForecastParams.of(FORECASTING, A.key)
+    bucket, phase = params.bucket_ms, params.phase_ms
+    for n, at in enumerate((0, bucket // 2, bucket, bucket + 1, 2 * bucket)):
+        ts = phase + at
+        samples = [forecasting(A, ts), sample(B, ts)]  # job-b does not forecast
+        loaded = await tick.load(samples)
+        assert set(loaded.histories) == {A.key}
+        histories = {A.key: loaded.histories[A.key].observe(ts, 100.0 + n, params)}
+        await tick.flush(samples, loaded, {}, ts, histories=histories)
+    assert store.reads == [[A.key]], "read once, then kept"
+    assert store.writes == [{A.key}, {A.key}], "written when a bucket closed: at 1 and 2 buckets"
+    kept = store.read_load_history([A.key])[A.key]
+    assert len(kept) == 1 and len(kept[0].rates) == 8  # buckets 0 and 1, one float each
+    tick.forget([A.key])
+    again = await tick.load([forecasting(A, phase + 2 * bucket)])
+    assert store.reads[-1] == [A.key] and again.histories[A.key].series.rates(0, 2) == [100.5, 102.5]
+
+
+async def test_a_failed_read_gives_no_history_and_is_tried_again():
+    store = HistoryStore()
+    store.fail_reads = True
+    tick = TickStore(store, MetricsReporter(), persist_window=False)
+    with capture_logs() as logs:
+        assert (await tick.load([forecasting(A, 0)])).histories == {}
+    assert [e["event"] for e in logs] == ["load_history_restore_failed"]
+    store.fail_reads = False
+    assert set((await tick.load([forecasting(A, 0)])).histories) == {A.key}
+    assert len(store.reads) == 2
+
+
+async def test_a_lapsed_jobs_history_is_not_written():
+    store = HistoryStore()
+    tick = TickStore(store, MetricsReporter(), persist_window=False)
+    params = ForecastParams.of(FORECASTING, A.key)
+    history = LoadHistory.empty(params).observe(0, 1.0, params).observe(2 * params.bucket_ms, 2.0, params)
+    await tick.flush(
+        [forecasting(A, 0)], Loaded(), {}, 0, histories={A.key: history}, lapsed={A.key}.__contains__
+    )
+    assert store.writes == []
