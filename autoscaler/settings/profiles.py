@@ -93,6 +93,9 @@ REFERENCE: Final = MappingProxyType(
         f"{_P}forecast.bucket": "5 min",
         f"{_P}forecast.periods": "1 d;7 d",
         f"{_P}forecast.max-error": "0.15",
+        # Rescales are made whenever the band asks, as the reference does: none is weighed against waiting.
+        f"{_P}cost.enabled": "false",
+        f"{_P}cost.horizon": "30 min",
         # scaling-interval.min / .max (ours) are unset by default, which is the reference's behaviour
         # (no extra cooldown, nothing forced): a dict cannot say "unset", so they are left out.
     }
@@ -136,6 +139,11 @@ RECOMMENDED: Final = MappingProxyType(
         # Flink's meters: one that straddles a load step reads a fraction of the source's capacity
         # (the lab: 703 rec/s, and a source sized 1 -> 9 for a step that needed none; our default).
         f"{_P}observed-true-processing-rate.settle-time": "60 s",
+        # A rescale the band asks for is made only when it costs less than waiting over cost.horizon
+        # (a restart, its pause and its lag against the slots saved or the lag prevented): a scale-up
+        # for a job that keeps up, or a scale-down that saves too little for too short, is held
+        # (NotWorthIt). Bench: 39 -> 28 restarts over the 12 traces, regret 1.32 -> 1.26, less backlog.
+        f"{_P}cost.enabled": "true",
     }
 )
 """What we recommend, and the daemon's default profile (``Settings.profile``): tuned on
