@@ -31,8 +31,8 @@ from autoscaler.durations import to_ms, utc_text
 from autoscaler.evaluate.history import verify_last_scaling
 from autoscaler.evaluate.scaler import expected_processing_rate
 from autoscaler.evaluate.stage import Evaluated
-from autoscaler.foresight.forecast import Forecast, NoForecast
 from autoscaler.foresight.cost import CostModel
+from autoscaler.foresight.forecast import Forecast, NoForecast
 from autoscaler.foresight.worth import JobQueue, Weighing, weigh
 from autoscaler.model import (
     HEAP_USAGE_RATIO,
