@@ -139,11 +139,6 @@ RECOMMENDED: Final = MappingProxyType(
         # Flink's meters: one that straddles a load step reads a fraction of the source's capacity
         # (the lab: 703 rec/s, and a source sized 1 -> 9 for a step that needed none; our default).
         f"{_P}observed-true-processing-rate.settle-time": "60 s",
-        # A rescale the band asks for is made only when it costs less than waiting over cost.horizon
-        # (a restart, its pause and its lag against the slots saved or the lag prevented): a scale-up
-        # for a job that keeps up, or a scale-down that saves too little for too short, is held
-        # (NotWorthIt). Bench: 39 -> 28 restarts over the 12 traces, regret 1.32 -> 1.26, less backlog.
-        f"{_P}cost.enabled": "true",
     }
 )
 """What we recommend, and the daemon's default profile (``Settings.profile``): tuned on
