@@ -37,6 +37,9 @@ class Reason(StrEnum):
     # name's scaling history is kept, the old JobID's pending rescale and stuck count are not. An event.
     JOB_RESUBMITTED = "JobResubmitted"
     IN_BAND = "InBand"
+    # cost.enabled: the change the band asks for costs more than waiting over cost.horizon (a restart,
+    # its pause and lag against the slots it saves or the lag it prevents): not made (tick/decide.py).
+    NOT_WORTH_IT = "NotWorthIt"
     # The window is full but the rates of the vertices that matter are NaN or missing (tick/decide.py says
     # which): nothing is known, so nothing is judged in band and nothing is scaled.
     METRICS_UNKNOWN = "MetricsUnknown"

@@ -272,6 +272,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--trace", action="append", choices=sorted(TRACES), help="run only these (repeatable)")
     ap.add_argument("--profile", action="append", choices=sorted(PROFILES), help="only these (repeatable)")
     ap.add_argument(
+        "--try",
+        dest="tries",
+        action="append",
+        default=[],
+        metavar="NAME:KEY=VALUE[,KEY=VALUE]",
+        help="one more profile: recommended with these options (repeatable), e.g. "
+        "cost:job.autoscaler.cost.enabled=true; never written to the doc",
+    )
+    ap.add_argument(
         "--quick", action="store_true", help="score the sine and noise traces over 30 min, not 2 h"
     )
     ap.add_argument("--evaluator", choices=("python", "spark"), default="python")
@@ -287,6 +296,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     catalogue = QUICK_TRACES if args.quick else TRACES
     traces = [catalogue[n] for n in (args.trace or catalogue)]
     profiles = {n: PROFILES[n] for n in (args.profile or PROFILES)}
+    for spec in args.tries:
+        name, _, pairs = spec.partition(":")
+        extra = dict(pair.split("=", 1) for pair in pairs.split(",") if pair)
+        profiles[name] = {**PROFILES["recommended"], **extra}
     config = RunConfig(jitter_ms=args.jitter_ms, seed=args.seed, http=not args.in_process)
     evaluator, spark = _evaluator(args.evaluator, args.spark_master)
     started = time.perf_counter()
@@ -350,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(body)
     if args.log is not None:
         _log(runs, args.log)
-    full = not args.quick and not args.trace and not args.profile
+    full = not args.quick and not args.trace and not args.profile and not args.tries
     if full and not args.no_doc:
         write_doc(body)
         print(f"written to {DOC.relative_to(ROOT)}")

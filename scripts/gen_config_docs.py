@@ -398,6 +398,11 @@ GATES: list[tuple[str, str]] = [
         "`ScaleDownDelayed`",
     ),
     ("no vertex that would change is outside its utilization band", "`InBand`"),
+    (
+        "`cost.enabled`: changing now costs more than waiting over `cost.horizon` (a restart, its pause "
+        "and the lag it builds, against the slots it saves or the lag it prevents)",
+        "`NotWorthIt`",
+    ),
     ("`scaling.enabled` is false (advisor mode)", "`AdvisorMode`"),
     ("now is in `excluded.periods`", "`ExcludedPeriod`"),
     (

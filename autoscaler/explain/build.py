@@ -60,6 +60,11 @@ GATES: tuple[tuple[str, frozenset[Reason], str], ...] = (
         frozenset({Reason.IN_BAND}),
         "a vertex that would change is outside its utilization band",
     ),
+    (
+        "worth a restart",
+        frozenset({Reason.NOT_WORTH_IT}),
+        "changing now costs less than waiting (or cost.enabled is false)",
+    ),
     ("advisor mode", frozenset({Reason.ADVISOR_MODE}), "scaling.enabled is true"),
     ("excluded periods", frozenset({Reason.EXCLUDED_PERIOD}), "now is outside excluded.periods"),
     ("resource quota", frozenset({Reason.RESOURCE_QUOTA_REACHED}), "the new parallelism fits the quota"),

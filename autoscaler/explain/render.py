@@ -49,6 +49,7 @@ long name (a Flink SQL vertex is named after its whole plan) does not pad every 
 _OUTCOME_WORDS: dict[str, str] = {
     Reason.SCALING: "SCALED",
     Reason.IN_BAND: "not scaled: every vertex that could change is within its utilization band",
+    Reason.NOT_WORTH_IT: "not scaled: the change costs more than waiting (cost.enabled)",
     Reason.METRICS_UNKNOWN: "not scaled: the rates of the vertices that matter are unknown (NaN, missing)",
     Reason.SCALE_DOWN_DELAYED: "not scaled yet: a scale-down is held for scale-down.interval",
     Reason.ADVISOR_MODE: "recommended only (advisor mode, scaling.enabled=false)",
@@ -391,6 +392,7 @@ def status_table(
 # above P alone reads as a scale-up on its way. By the job's outcome; others say their reason code.
 _NO_ACTION_WORDS: dict[str, str] = {
     Reason.IN_BAND: "no vertex outside its utilization band",
+    Reason.NOT_WORTH_IT: "costs more than waiting",
     Reason.SCALE_DOWN_DELAYED: "scale-down held for scale-down.interval",
     Reason.COOLDOWN_DEFERRED: "deferred: cooldown",
     Reason.ADVISOR_MODE: "recommended only: advisor mode",

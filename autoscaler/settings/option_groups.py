@@ -561,6 +561,24 @@ class OwnOptions(BaseModel):
         "would cost less than the slots it saves. At 30, a burst shorter than 20 s every 10 min costs "
         "less as lag than one more slot held throughout.",
     )
+    cost_enabled: bool = Field(
+        False,
+        validation_alias=_k("cost.enabled"),
+        json_schema_extra=OURS,
+        description="Weigh each rescale the utilization band asks for: made only when changing now costs "
+        "less than waiting over cost.horizon, at the cost.* prices (a restart, its pause and the lag it "
+        "builds against the slots it saves or the lag it prevents); otherwise held as NotWorthIt, both "
+        "costs in the decision's detail. A change forced by scaling-interval.max is not weighed. Off in "
+        "the reference profile.",
+    )
+    cost_horizon: Duration = Field(
+        timedelta(minutes=30),
+        validation_alias=_k("cost.horizon"),
+        json_schema_extra=OURS,
+        description="How far ahead cost.enabled prices changing now against waiting, at least until the "
+        "next rescale could be made (scaling-interval.min, Flink's cooldown). A longer horizon lets a "
+        "scale-down save more slot-seconds against its restart, so smaller ones pay.",
+    )
     lag_target: Duration | None = Field(
         None,
         validation_alias=_k("lag.target"),

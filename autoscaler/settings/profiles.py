@@ -93,6 +93,9 @@ REFERENCE: Final = MappingProxyType(
         f"{_P}forecast.bucket": "5 min",
         f"{_P}forecast.periods": "1 d;7 d",
         f"{_P}forecast.max-error": "0.15",
+        # Rescales are made whenever the band asks, as the reference does: none is weighed against waiting.
+        f"{_P}cost.enabled": "false",
+        f"{_P}cost.horizon": "30 min",
         # scaling-interval.min / .max (ours) are unset by default, which is the reference's behaviour
         # (no extra cooldown, nothing forced): a dict cannot say "unset", so they are left out.
     }

@@ -29,8 +29,11 @@ from functools import cached_property
 from autoscaler.calendar import excluded_period_at
 from autoscaler.durations import to_ms, utc_text
 from autoscaler.evaluate.history import verify_last_scaling
+from autoscaler.evaluate.scaler import expected_processing_rate
 from autoscaler.evaluate.stage import Evaluated
+from autoscaler.foresight.cost import CostModel
 from autoscaler.foresight.forecast import Forecast, NoForecast
+from autoscaler.foresight.worth import JobQueue, Weighing, weigh
 from autoscaler.model import (
     HEAP_USAGE_RATIO,
     JobEvaluation,
@@ -40,7 +43,7 @@ from autoscaler.model import (
     VertexId,
 )
 from autoscaler.reasons import Reason
-from autoscaler.resources import quota_exceeded
+from autoscaler.resources import quota_exceeded, required_slots
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.slot_fit import below_request, below_text, slots_short_of_request
 from autoscaler.state import DelayedScaleDown, JobState, PendingRescale
@@ -83,6 +86,7 @@ class JobView:
     stuck_retry_ms: int | None = None  # the stuck-rescale backoff ends then (decide_jobs)
     refused_retry_ms: int | None = None  # the refused-PUT backoff ends then (decide_jobs)
     below: Mapping[VertexId, tuple[int, int]] = field(default_factory=dict)  # vertex -> (runs, asked)
+    forecast: Forecast | NoForecast | None = None  # forecast.enabled: the job's load forecast (foresee)
 
     @cached_property
     def proposed(
@@ -95,6 +99,12 @@ class JobView:
     @property
     def changes(self) -> dict[VertexId, VertexChange]:
         return self.proposed[0]
+
+    @cached_property
+    def weighing(self) -> Weighing | None:
+        """With ``cost.enabled``: the changes priced against waiting (:func:`_weigh`); None when off, or
+        when the job cannot be priced (its rates unknown)."""
+        return _weigh(self) if self.options.cost_enabled and self.changes else None
 
     @cached_property
     def new_state(self) -> JobState:
@@ -226,6 +236,17 @@ def _band(job: JobView) -> Decision | None:
     )
 
 
+def _worth_it(job: JobView) -> Decision | None:
+    """``cost.enabled``: the change must cost less than waiting over ``cost.horizon``
+    (:mod:`autoscaler.foresight.worth`). A change forced by ``scaling-interval.max`` is not weighed, and
+    one that cannot be priced (rates unknown) is not held for it."""
+    weighing = job.weighing
+    if job.forced or weighing is None or weighing.worth_it:
+        return None
+    text = f"{_describe(job.changes, job.evaluation)} does not pay for itself {weighing.text()}"
+    return job.no(Reason.NOT_WORTH_IT, text, job.new_state)
+
+
 def _advisor(job: JobView) -> Decision | None:
     if job.options.scaling_enabled:
         return None
@@ -307,6 +328,7 @@ GATES: tuple[tuple[str, Gate], ...] = (
     ("memory pressure", _memory),
     ("scale-down delay", _scale_down_delay),  # vertex.exclude.ids: such a vertex proposes nothing
     ("utilization band", _band),  # and scaling.min-parallelism-change; forced by scaling-interval.max
+    ("worth a restart", _worth_it),  # cost.enabled: changing now costs less than waiting
     ("advisor mode", _advisor),
     ("excluded periods", _excluded_period),
     ("resource quota", _quota),
@@ -326,15 +348,17 @@ def decide(
     stuck_retry_ms: int | None = None,
     refused_retry_ms: int | None = None,
     below: Mapping[VertexId, tuple[int, int]] | None = None,
+    forecast: Forecast | NoForecast | None = None,
 ) -> Decision:
     """Run the gates (:data:`GATES`) in order; the TaskManager resources for the quota come with the
-    evaluation's sample.
+    evaluation's sample. The decision carries ``forecast`` (the job's load forecast, for ``explain``).
 
     ``flink_cooldown_ms`` is the cluster's ``jobmanager.adaptive-scheduler.executing.cooldown-after-
     rescaling``: Flink holds back any rescale inside it, so the daemon never issues one there.
     ``stuck_retry_ms``: the job's last rescales never ran; none is issued before then.
     ``refused_retry_ms``: Flink refused the last PUTs; none is asked for before then. ``below``: the
     vertices Flink runs below a standing request, vertex -> (runs, asked) (``slot_fit.below_request``).
+    ``forecast``: the load the job's history foresees; ``cost.enabled`` prices waiting at its peak.
     """
     job = JobView(
         evaluation,
@@ -345,12 +369,10 @@ def decide(
         stuck_retry_ms=stuck_retry_ms,
         refused_retry_ms=refused_retry_ms,
         below=below or {},
+        forecast=forecast,
     )
-    for _name, gate in GATES:
-        held = gate(job)
-        if held is not None:
-            return held
-    return _scaling(job)
+    decision = next((held for _, gate in GATES if (held := gate(job)) is not None), None) or _scaling(job)
+    return decision if forecast is None else replace(decision, forecast=forecast)
 
 
 def _scaling(job: JobView) -> Decision:
@@ -366,6 +388,8 @@ def _scaling(job: JobView) -> Decision:
         )
     if job.forced:
         detail = f"{detail} (forced: last rescale more than scaling-interval.max ago)"
+    elif job.weighing is not None:
+        detail = f"{detail}; it pays for itself {job.weighing.text()}"
     if len(job.asked) != len(job.changes):
         detail = f"{detail}; {_standing_text(job)}"
     return Decision(
@@ -376,6 +400,68 @@ def _scaling(job: JobView) -> Decision:
 def _standing_text(job: JobView) -> str:
     names = {v.id: v.name for v in job.evaluation.sample.topology}
     return f"Flink runs {below_text(job.below, names)} (too few free slots): the request stands"
+
+
+def _weigh(job: JobView) -> Weighing | None:
+    """The job's changes priced against waiting: over ``cost.horizon``, and at least until the next
+    rescale could be made after this one (``scaling-interval.min``, Flink's cooldown); the restart
+    pauses the job for the restart time its evaluation used; the load is the forecast's peak where the
+    job's history foresees a rise."""
+    queue = queue_of(job.evaluation, {vid: c.target for vid, c in job.changes.items()})
+    if queue is None:
+        return None
+    options = job.options
+    interval_min_ms = to_ms(options.scaling_interval_min) if options.scaling_interval_min else 0
+    horizon_ms = max(to_ms(options.cost_horizon), interval_min_ms, job.flink_cooldown_ms)
+    pause_s = job.evaluation.restart_time_s
+    if not math.isfinite(pause_s):
+        pause_s = options.restart_time.total_seconds()
+    # A forecast rise: both futures face its peak (the queue's rate times the rise it foresees), so a
+    # scale-up pays ahead of it and a scale-down that would not carry it does not pay. Never lower.
+    forecast = job.forecast
+    rate = queue.rate * forecast.factor if isinstance(forecast, Forecast) else None
+    return weigh(queue, CostModel.of(options), horizon_ms / 1000, pause_s, rate=rate)
+
+
+def queue_of(evaluation: JobEvaluation, targets: Mapping[VertexId, int]) -> JobQueue | None:
+    """The job as one queue (:class:`~autoscaler.foresight.worth.JobQueue`), now and at ``targets``
+    (vertex -> parallelism; the others keep theirs).
+
+    The sources' offered rate is their target data rate (what arrives, the lag's growth included) and
+    the backlog their lag. The capacity is the job's bottleneck: each vertex processes ``true processing
+    rate / target data rate`` times the load it is offered, the job as much as its least such vertex; at
+    another parallelism a vertex processes what the reference expects, linear in its subtasks. None when
+    it cannot be priced: a source's offered rate unknown, or no vertex with both known."""
+    topology = evaluation.sample.topology
+    rate = backlog = 0.0
+    for v in topology:
+        if topology.inputs(v.id):
+            continue
+        e = evaluation.vertices.get(v.id)
+        if e is None or not math.isfinite(e.target_data_rate):
+            return None
+        rate += e.target_data_rate
+        if math.isfinite(e.lag) and e.lag > 0:
+            backlog += e.lag
+    if not rate > 0:
+        return None
+    now = then = math.inf
+    for vid, e in evaluation.vertices.items():
+        tpr, tdr = e.true_processing_rate, e.target_data_rate
+        if not (0 < tpr < math.inf and 0 < tdr < math.inf and e.parallelism > 0):
+            continue  # unknown (NaN compares false) or idle: no bottleneck to price
+        now = min(now, tpr / tdr)
+        then = min(then, expected_processing_rate(tpr, e.parallelism, targets.get(vid, e.parallelism)) / tdr)
+    if now == math.inf or then == math.inf:
+        return None
+    return JobQueue(
+        rate=rate,
+        backlog=backlog,
+        capacity_now=rate * now,
+        capacity_then=rate * then,
+        slots_now=required_slots(topology),
+        slots_then=required_slots(topology, targets),
+    )
 
 
 def _cooldown_start(state: JobState, evaluation: JobEvaluation) -> int:
@@ -595,9 +681,8 @@ async def decide_jobs(
             stuck_retry_ms=stuck_retry_ms(state, confirm_timeout),
             refused_retry_ms=refused_retry_ms(state, interval),
             below=below,
+            forecast=forecasts.get(job.key),
         )
-        if job.key in forecasts:
-            decision = replace(decision, forecast=forecasts[job.key])
         decision, verified = _verify_last_scaling(decision, now_ms)
         step = replace(step.noting(*verified, Decided(decision)), decision=decision)
         if not decision.applies:

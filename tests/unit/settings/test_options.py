@@ -184,6 +184,8 @@ def test_only_our_own_keys_are_outside_the_reference_table():
         "cost.slot-second",
         "cost.restart",
         "cost.lag-second",
+        "cost.enabled",
+        "cost.horizon",
         "lag.target",
         "forecast.enabled",
         "forecast.horizon",

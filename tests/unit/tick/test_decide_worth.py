@@ -1,0 +1,103 @@
+"""The "worth a restart" gate (``cost.enabled``): a change the band asks for is made only when it costs
+less than waiting (``autoscaler/foresight/worth.py``), and the decision says both costs."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+from autoscaler.model import JobEvaluation, VertexEvaluation
+from autoscaler.reasons import Reason
+from autoscaler.settings import AutoscalerOptions
+from autoscaler.state import JobState
+from autoscaler.testing import make_sample, make_topology, vertex_eval
+from autoscaler.tick.decide import decide, queue_of
+
+HOUR_MS = 3_600_000
+
+
+def evaluation(work: VertexEvaluation, options: AutoscalerOptions, src_rate: float = 2000.0) -> JobEvaluation:
+    """src (2 subtasks, never the bottleneck) -> work, offered ``src_rate`` rec/s."""
+    src = vertex_eval("src", 2, tpr=10 * src_rate, tdr=src_rate)
+    topology = make_topology({"src": 2, "work": work.parallelism}, [("src", "work", "HASH")])
+    sample = make_sample(topology, options=options)
+    return JobEvaluation(sample, {"src": src, "work": work}, False, 10, True, restart_time_s=10.0)
+
+
+def options(**kwargs: object) -> AutoscalerOptions:
+    """No scale-down delay: a scale-down is decided on its first tick."""
+    return AutoscalerOptions(enabled=True, scale_down_interval=timedelta(0), **kwargs)  # type: ignore[arg-type]
+
+
+def test_the_queue_is_the_bottleneck_now_and_at_the_targets() -> None:
+    e = evaluation(vertex_eval("work", 2, 3, tpr=2500, tdr=2000), options())
+    q = queue_of(e, {"work": 3})
+    assert q is not None
+    assert (q.rate, q.capacity_now, q.capacity_then) == (2000, 2500, 3750)
+    assert (q.slots_now, q.slots_then) == (2, 3)
+
+
+def test_off_by_default_the_band_decides_as_before() -> None:
+    e = evaluation(vertex_eval("work", 2, 3, tpr=2500, tdr=2000), options())
+    d = decide(e, JobState(), e.sample.target.options, HOUR_MS)
+    assert d.outcome is Reason.SCALING and "pays for itself" not in d.detail
+
+
+def test_a_scale_up_that_buys_nothing_is_held_as_not_worth_it_with_both_costs() -> None:
+    opts = options(cost_enabled=True)
+    e = evaluation(vertex_eval("work", 2, 3, tpr=2500, tdr=2000), opts)
+    d = decide(e, JobState(), opts, HOUR_MS)
+    assert d.outcome is Reason.NOT_WORTH_IT
+    assert d.changes == {}
+    assert "does not pay for itself" in d.detail
+    assert "changing now costs" in d.detail and "waiting costs" in d.detail
+
+
+def test_a_scale_up_for_a_job_behind_its_input_is_made_and_says_why() -> None:
+    opts = options(cost_enabled=True)
+    e = evaluation(vertex_eval("work", 2, 3, tpr=1800, tdr=2000), opts)
+    d = decide(e, JobState(), opts, HOUR_MS)
+    assert d.outcome is Reason.SCALING and d.changes["work"].target == 3
+    assert "pays for itself" in d.detail and "waiting costs" in d.detail
+
+
+def test_a_scale_down_pays_over_a_long_horizon_and_not_over_a_short_one() -> None:
+    work = vertex_eval("work", 4, 2, tpr=10_000, tdr=2000)
+    long = options(cost_enabled=True, cost_horizon=timedelta(minutes=30))
+    assert decide(evaluation(work, long), JobState(), long, HOUR_MS).outcome is Reason.SCALING
+    short = options(cost_enabled=True, cost_horizon=timedelta(minutes=2))
+    assert decide(evaluation(work, short), JobState(), short, HOUR_MS).outcome is Reason.NOT_WORTH_IT
+
+
+def test_the_horizon_lasts_at_least_until_the_next_rescale_could_be_made() -> None:
+    """Two minutes of horizon would not pay for the scale-down; scaling-interval.min of an hour makes the
+    change's savings last that long."""
+    work = vertex_eval("work", 4, 2, tpr=10_000, tdr=2000)
+    opts = options(
+        cost_enabled=True, cost_horizon=timedelta(minutes=2), scaling_interval_min=timedelta(hours=1)
+    )
+    assert decide(evaluation(work, opts), JobState(), opts, 2 * HOUR_MS).outcome is Reason.SCALING
+
+
+def test_a_change_forced_by_the_max_interval_is_not_weighed() -> None:
+    opts = options(cost_enabled=True, scaling_interval_max=timedelta(minutes=10))
+    work = vertex_eval("work", 2, 3, outside_band=False, tpr=2500, tdr=2000)
+    d = decide(evaluation(work, opts), JobState(), opts, HOUR_MS)
+    assert d.outcome is Reason.SCALING and d.forced
+
+
+def test_a_job_whose_rates_cannot_be_priced_is_not_held_for_it() -> None:
+    """Known enough for the band, but no vertex with both a capacity and a load: the gate stands aside."""
+    opts = options(cost_enabled=True)
+    work = vertex_eval("work", 2, 3, tpr=math.nan, tdr=2000)
+    e = evaluation(work, opts)
+    e = JobEvaluation(
+        e.sample,
+        {"src": vertex_eval("src", 2, tpr=math.nan, tdr=2000), "work": work},
+        False,
+        10,
+        True,
+        restart_time_s=10.0,
+    )
+    assert queue_of(e, {"work": 3}) is None
+    assert decide(e, JobState(), opts, HOUR_MS).outcome is not Reason.NOT_WORTH_IT
