@@ -300,6 +300,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         name, _, pairs = spec.partition(":")
         extra = dict(pair.split("=", 1) for pair in pairs.split(",") if pair)
         profiles[name] = {**PROFILES["recommended"], **extra}
+    models = {name: _prices(options) for name, options in profiles.items()}  # an invalid --try fails here
     config = RunConfig(jitter_ms=args.jitter_ms, seed=args.seed, http=not args.in_process)
     evaluator, spark = _evaluator(args.evaluator, args.spark_master)
     started = time.perf_counter()
@@ -316,7 +317,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(file=sys.stderr)
 
     started_best = time.perf_counter()
-    models = {name: _prices(options) for name, options in profiles.items()}
     bests = {(t.name, m): hindsight(t, m, config) for t in traces for m in set(models.values())}
     best_s = time.perf_counter() - started_best
     results: dict[str, dict[str, Quality]] = {}
