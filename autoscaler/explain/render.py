@@ -207,7 +207,8 @@ def _forecast_words(f: ForecastRecord) -> str:
     when = "now" if not f.peak_in_s else f"in {_age(round(f.peak_in_s * 1000))}"
     return (
         f"peak {_rate(f.peak_rate)} expected {when}, up from {_rate(f.level_rate)} "
-        f"({f.basis}, confidence {confidence}, horizon {horizon}); no decision uses it yet"
+        f"({f.basis}, confidence {confidence}, horizon {horizon}); with cost.enabled the decision "
+        "weighs its changes at that peak"
     )
 
 

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 
 from autoscaler.foresight.cost import Cost, CostModel
-from autoscaler.foresight.hindsight import Plan, plan_cost
+from autoscaler.foresight.hindsight import Plan, best_plan, plan_cost
 
 __all__ = ["STEP_S", "JobQueue", "Weighing", "weigh"]
 
@@ -90,16 +90,27 @@ def weigh(
     pause_s: float,
     *,
     rate: float | None = None,
+    rise_in_s: float = 0.0,
     step_s: float = STEP_S,
 ) -> Weighing:
     """Price changing now against waiting over ``horizon_s`` (at least one pause and one step longer, so
-    the change is seen running), the restart pausing the job ``pause_s``; the offered load is ``rate``
-    (records/s, e.g. a forecast's peak) when given and higher than now, else the queue's."""
-    load = max(queue.rate, rate) if rate is not None and math.isfinite(rate) else queue.rate
+    the change is seen running), the restart pausing the job ``pause_s``.
+
+    The offered load is the queue's rate, rising (linearly) to ``rate`` (records/s, a forecast's peak;
+    never lower than now) ``rise_in_s`` from now. With no rise ahead, waiting is keeping the parallelism:
+    under a load that does not change, a change made later never costs less than the same change now.
+    With a rise ahead, waiting may also be changing later, just before it: the cheapest plan over the
+    two parallelisms (:func:`~autoscaler.foresight.hindsight.best_plan`) says whether now is the time,
+    and waiting costs what that plan costs when it does not change now."""
+    peak = max(queue.rate, rate) if rate is not None and math.isfinite(rate) else queue.rate
     pause_s = max(0.0, pause_s) if math.isfinite(pause_s) else 0.0
     horizon_s = max(horizon_s, pause_s + step_s)
     steps = max(1, math.ceil(horizon_s / step_s - 1e-9))
-    rates = [load] * steps
+    rise = min(steps, max(0, math.floor(rise_in_s / step_s))) if peak > queue.rate else 0
+    # Up to the peak the load ramps from now's (a forecast says the peak and when, not the way there:
+    # a ramp crosses the capacity before the peak does, where a step would not).
+    rates = [queue.rate + (peak - queue.rate) * (i + 1) / (rise + 1) for i in range(rise)]
+    rates += [peak] * (steps - rise)
     capacities = (queue.capacity_now, queue.capacity_then)
     slots = (queue.slots_now, queue.slots_then)
 
@@ -115,6 +126,20 @@ def weigh(
             slots=slots.__getitem__,
         )
 
-    wait = price(Plan(_NOW))
     change = price(Plan(_NOW, ((0, _THEN),)))
-    return Weighing(change, wait, steps * step_s, load, queue)
+    wait = price(Plan(_NOW))
+    if rise > 0:
+        best = best_plan(
+            rates,
+            step_s,
+            capacities.__getitem__,
+            (_NOW, _THEN),
+            _NOW,
+            pause_s,
+            model,
+            backlog=queue.backlog,
+            slots=slots.__getitem__,
+        )
+        if not (best.plan.restarts and best.plan.restarts[0][0] == 0) and best.cost.total < wait.total:
+            wait = best.cost  # changing later (just before the rise) is the cheaper way to wait
+    return Weighing(change, wait, steps * step_s, peak, queue)

@@ -29,7 +29,7 @@ from functools import cached_property
 from autoscaler.calendar import excluded_period_at
 from autoscaler.durations import to_ms, utc_text
 from autoscaler.evaluate.history import verify_last_scaling
-from autoscaler.evaluate.scaler import expected_processing_rate
+from autoscaler.evaluate.scaler import expected_processing_rate, scale_by_factor
 from autoscaler.evaluate.stage import Evaluated
 from autoscaler.foresight.cost import CostModel
 from autoscaler.foresight.forecast import Forecast, NoForecast
@@ -93,8 +93,26 @@ class JobView:
         self,
     ) -> tuple[dict[VertexId, VertexChange], dict[VertexId, DelayedScaleDown], set[VertexId], list[VertexId]]:
         """The changes, the delayed scale-downs to remember, the changes outside the band and the vertices
-        kept at their last peak (:func:`_vertex_changes`)."""
-        return _vertex_changes(self.evaluation, self.state, self.options, self.now_ms)
+        kept at their last peak (:func:`_vertex_changes`); with ``cost.enabled`` and a foreseen rise, the
+        vertices that would not carry its peak sized for it (:func:`_foreseen`)."""
+        changes, delayed, outside, kept = _vertex_changes(
+            self.evaluation, self.state, self.options, self.now_ms
+        )
+        if self.options.cost_enabled and isinstance(self.forecast, Forecast):
+            for vid, change in _foreseen(self.evaluation, self.options, self.forecast.factor).items():
+                if change.target > changes.get(vid, change).target or vid not in changes:
+                    changes[vid] = change
+                    outside.add(vid)
+                    delayed.pop(vid, None)  # sized up for the peak: no scale-down of it is pending
+        return changes, delayed, outside, kept
+
+    @cached_property
+    def foreseen(self) -> frozenset[VertexId]:
+        """The vertices whose change is sized for the forecast's peak rather than for the load now."""
+        if not (self.options.cost_enabled and isinstance(self.forecast, Forecast)):
+            return frozenset()
+        ahead = _foreseen(self.evaluation, self.options, self.forecast.factor)
+        return frozenset(vid for vid, c in self.changes.items() if vid in ahead and ahead[vid] == c)
 
     @property
     def changes(self) -> dict[VertexId, VertexChange]:
@@ -390,6 +408,12 @@ def _scaling(job: JobView) -> Decision:
         detail = f"{detail} (forced: last rescale more than scaling-interval.max ago)"
     elif job.weighing is not None:
         detail = f"{detail}; it pays for itself {job.weighing.text()}"
+    if job.foreseen and isinstance(job.forecast, Forecast):
+        names = {v.id: v.name for v in evaluation.sample.topology}
+        ahead = ", ".join(names.get(vid, vid) for vid in sorted(job.foreseen))
+        f = job.forecast
+        peak = f"{f.peak_rate:.6g} rec/s ({f.basis}, confidence {f.confidence:.2f})"
+        detail = f"{detail} ({ahead}: sized ahead for the forecast peak of {peak})"
     if len(job.asked) != len(job.changes):
         detail = f"{detail}; {_standing_text(job)}"
     return Decision(
@@ -419,8 +443,11 @@ def _weigh(job: JobView) -> Weighing | None:
     # A forecast rise: both futures face its peak (the queue's rate times the rise it foresees), so a
     # scale-up pays ahead of it and a scale-down that would not carry it does not pay. Never lower.
     forecast = job.forecast
-    rate = queue.rate * forecast.factor if isinstance(forecast, Forecast) else None
-    return weigh(queue, CostModel.of(options), horizon_ms / 1000, pause_s, rate=rate)
+    if not isinstance(forecast, Forecast):
+        return weigh(queue, CostModel.of(options), horizon_ms / 1000, pause_s)
+    rise_in_s = max(0, forecast.peak_at_ms - job.now_ms) / 1000
+    rate = queue.rate * forecast.factor
+    return weigh(queue, CostModel.of(options), horizon_ms / 1000, pause_s, rate=rate, rise_in_s=rise_in_s)
 
 
 def queue_of(evaluation: JobEvaluation, targets: Mapping[VertexId, int]) -> JobQueue | None:
@@ -580,6 +607,37 @@ def _delay_origin(evaluation: JobEvaluation, now_ms: int) -> int:
     """
     since = evaluation.level_since_ms
     return since if since is not None and since <= now_ms else now_ms
+
+
+def _foreseen(
+    evaluation: JobEvaluation, options: AutoscalerOptions, factor: float
+) -> dict[VertexId, VertexChange]:
+    """The scale-ups a foreseen rise asks for: each vertex sized, as the scaler sizes it (§1.6: clamps,
+    limits, alignment), for its target data rate times the rise (the forecast's peak over its level) at
+    ``utilization.target``; only the vertices that would need more than they run. Never a scale-down:
+    a forecast alone never takes capacity away."""
+    if not (math.isfinite(factor) and factor > 1):
+        return {}
+    topology = evaluation.sample.topology
+    out: dict[VertexId, VertexChange] = {}
+    for vid, v in evaluation.vertices.items():
+        tpr, tdr = v.true_processing_rate, v.target_data_rate
+        if _excluded(v, options) or not (0 < tpr < math.inf and 0 < tdr < math.inf):
+            continue
+        rec = scale_by_factor(
+            parallelism=v.parallelism,
+            max_parallelism=v.max_parallelism,
+            factor=tdr * factor / (options.utilization_target * tpr),
+            true_processing_rate=tpr,
+            outside_band=True,
+            options=options,
+            num_source_partitions=evaluation.sample.num_source_partitions.get(vid, 0),
+            input_ship_strategies=[e.ship_strategy for e in topology.inputs(vid)],
+            scalability_coefficient=v.scalability_coefficient,
+        )
+        if rec.parallelism > v.parallelism:
+            out[vid] = VertexChange(vid, v.parallelism, rec.parallelism)
+    return out
 
 
 def _excluded(v: VertexEvaluation, options: AutoscalerOptions) -> bool:

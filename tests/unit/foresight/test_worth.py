@@ -72,3 +72,21 @@ def test_the_text_says_both_costs() -> None:
     text = w.text()
     assert "changing now costs" in text and "waiting costs" in text and "30 min" in text
     assert "3 slots" in text and "2 slots" in text
+
+
+def test_a_rise_far_ahead_is_met_by_changing_later_not_now() -> None:
+    """The peak comes in 25 min: holding the third slot from now costs more than changing just before
+    the load outgrows the job, so waiting (and changing then) is cheaper; a peak that is here is not
+    waited for. The daemon weighs again every tick, so "later" comes."""
+    q = queue(2000, now=2500, then=3750, slots_now=2, slots_then=3)
+    far = weigh(q, MODEL, 1800, 10, rate=3000, rise_in_s=1500)
+    assert not far.worth_it
+    assert far.wait.restarts == 1  # waiting is changing later
+    here = weigh(q, MODEL, 1800, 10, rate=3000, rise_in_s=0)
+    assert here.worth_it
+
+
+def test_a_rise_the_new_capacity_would_not_carry_does_not_make_a_change_pay() -> None:
+    q = queue(2000, now=2500, then=2600, slots_now=2, slots_then=3)
+    w = weigh(q, MODEL, 1800, 10, rate=5000, rise_in_s=60)
+    assert w.change.lag_seconds > 0 and w.wait.lag_seconds > 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 
+from autoscaler.foresight.forecast import Forecast
 from autoscaler.model import JobEvaluation, VertexEvaluation
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
@@ -101,3 +102,39 @@ def test_a_job_whose_rates_cannot_be_priced_is_not_held_for_it() -> None:
     )
     assert queue_of(e, {"work": 3}) is None
     assert decide(e, JobState(), opts, HOUR_MS).outcome is not Reason.NOT_WORTH_IT
+
+
+def _forecast(now_ms: int, peak_in_ms: int, factor: float = 2.0) -> Forecast:
+    """A daily forecast made now: a peak ``factor`` times the level of 2,000 rec/s, ``peak_in_ms`` ahead."""
+    return Forecast(2000.0 * factor, 2000.0, now_ms, now_ms + peak_in_ms, 3_600_000, 0.95, "daily")
+
+
+def test_a_foreseen_peak_sizes_an_in_band_job_ahead_of_it_when_it_is_near() -> None:
+    """Work keeps up now (in band, nothing proposed) but not at twice the load: sized for the peak that
+    is here; the decision says it was sized ahead, for which peak."""
+    opts = options(cost_enabled=True)
+    work = vertex_eval("work", 2, tpr=3000, tdr=2000)  # 0.67 busy: in band
+    e = evaluation(work, opts)
+    assert decide(e, JobState(), opts, HOUR_MS).outcome is Reason.IN_BAND
+    d = decide(e, JobState(), opts, HOUR_MS, forecast=_forecast(HOUR_MS, 0))
+    assert d.outcome is Reason.SCALING
+    assert d.changes["work"].target > 2  # 4,000 rec/s at utilization 0.7 of 1,500 per subtask: 4
+    assert "sized ahead for the forecast peak of 4000 rec/s (daily, confidence 0.95)" in d.detail
+    assert d.forecast is not None
+
+
+def test_a_foreseen_peak_far_ahead_is_waited_for() -> None:
+    opts = options(cost_enabled=True)
+    e = evaluation(vertex_eval("work", 2, tpr=3000, tdr=2000), opts)
+    d = decide(e, JobState(), opts, HOUR_MS, forecast=_forecast(HOUR_MS, 25 * 60_000))
+    assert d.outcome is Reason.NOT_WORTH_IT and "changing now costs" in d.detail
+
+
+def test_a_forecast_never_scales_a_job_down_and_is_not_read_without_cost_enabled() -> None:
+    off = options()
+    e = evaluation(vertex_eval("work", 2, tpr=3000, tdr=2000), off)
+    assert decide(e, JobState(), off, HOUR_MS, forecast=_forecast(HOUR_MS, 0)).outcome is Reason.IN_BAND
+    on = options(cost_enabled=True)
+    falling = Forecast(1000.0, 2000.0, HOUR_MS, HOUR_MS, 3_600_000, 0.95, "daily")  # a "decline"
+    e = evaluation(vertex_eval("work", 2, tpr=3000, tdr=2000), on)
+    assert decide(e, JobState(), on, HOUR_MS, forecast=falling).outcome is Reason.IN_BAND

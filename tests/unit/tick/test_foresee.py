@@ -115,5 +115,5 @@ def test_explain_says_a_forecast_in_words() -> None:
     words = explain(DecisionRecord("c/j", "c", "j", "a" * 32, 900_000, "InBand", "", forecast=record))
     assert (
         "Load forecast: peak 2,400 rec/s expected in 10 min, up from 1,500 rec/s (daily, confidence 0.93, "
-        "horizon 60 min); no decision uses it yet"
+        "horizon 60 min); with cost.enabled the decision weighs its changes at that peak"
     ) in words
