@@ -184,17 +184,19 @@ def _traces(long_s: float) -> dict[str, Trace]:
             settles=False,
         ),
         # Issue 38: the shapes a production fleet has. A day is squeezed into long_s / 3 (40 min in
-        # the full set), so three of them fit; the noise is the noise trace's kind, +-10 %.
+        # the full set), and six of them are run: a forecast needs two days of history and a dozen of
+        # its own forecasts scored before it says one, so the last three days are where it can act;
+        # the noise is the noise trace's kind, +-10 %.
         Trace(
             "daily-noisy",
-            f"800..3200 rec/s +-10 %, 3 days of {long_s / 3 / 60:g} min",
+            f"800..3200 rec/s +-10 %, 6 days of {long_s / 3 / 60:g} min",
             Product(
                 [
                     Sine(base=2000, amplitude=1200, period_s=long_s / 3),
                     Noise(base=1, spread=0.10, hold_s=10, seed=21),
                 ]
             ),
-            w + long_s,
+            w + 2 * long_s,
             2000,
             settles=False,
         ),
