@@ -209,14 +209,7 @@ def _reader(args: argparse.Namespace) -> Iterator[DecisionReader]:
     from autoscaler.decision_store import open_reader
 
     settings = Settings.load(args.config)
-    decisions_dir = args.decisions_dir or settings.decisions_dir
-    if decisions_dir is None:
-        raise ConfigError(
-            f"no decisions directory: pass --decisions-dir or set decisions_dir (${DECISIONS_DIR_ENV}) "
-            "to the directory the daemon writes"
-        )
-    if not Path(decisions_dir).is_dir():
-        raise ConfigError(f"no decisions at {decisions_dir}: has the daemon run with this config?")
+    decisions_dir = _decisions_dir(args, settings)
     with _warnings_only():
         reader, notes, close = open_reader(settings.state_url, decisions_dir, settings.decision_history)
         for note in notes:
@@ -225,6 +218,18 @@ def _reader(args: argparse.Namespace) -> Iterator[DecisionReader]:
             yield reader
         finally:
             close()
+
+
+def _decisions_dir(args: argparse.Namespace, settings: Settings) -> Path:
+    decisions_dir = args.decisions_dir or settings.decisions_dir
+    if decisions_dir is None:
+        raise ConfigError(
+            f"no decisions directory: pass --decisions-dir or set decisions_dir (${DECISIONS_DIR_ENV}) "
+            "to the directory the daemon writes"
+        )
+    if not Path(decisions_dir).is_dir():
+        raise ConfigError(f"no decisions at {decisions_dir}: has the daemon run with this config?")
+    return Path(decisions_dir)
 
 
 @contextlib.contextmanager
@@ -285,12 +290,18 @@ def _explain_html(args: argparse.Namespace) -> int:
     """``explain --html``: the timelines of one job or of a cluster's jobs, from their decision records
     and, where an archive is configured, its samples since the oldest decision kept."""
     from autoscaler.clock import SystemClock
+    from autoscaler.decision_store import JsonDecisionDir
     from autoscaler.explain import find_record
+    from autoscaler.explain.html import render_html
     from autoscaler.explain.timeline import job_timeline
 
     if (args.job is None) == (args.cluster is None):
         raise ConfigError("explain --html: name one job, or a cluster with --cluster NAME (not both)")
-    with _reader(args) as reader:
+    settings = Settings.load(args.config)
+    # The decisions alone (and the archive): the page draws no state or event, so the state database
+    # is not opened (nor a note printed when there is none, as after the demo).
+    reader = JsonDecisionDir(_decisions_dir(args, settings), settings.decision_history)
+    with _warnings_only():
         records = reader.load_decisions()
         if args.job is not None:
             found = find_record(records, args.job)
@@ -299,7 +310,7 @@ def _explain_html(args: argparse.Namespace) -> int:
             chosen = sorted(
                 (r for r in records.values() if r.cluster == args.cluster), key=lambda r: r.job_key
             )
-        histories = {r.job_key: reader.history(r.job_key) or [r] for r in chosen}
+        histories = {r.job_key: reader.load_history(r.job_key) or [r] for r in chosen}
     if not chosen:
         what = f"job {args.job!r}" if args.job is not None else f"cluster {args.cluster!r}"
         known = ", ".join(sorted(records)) or "none"
@@ -308,7 +319,7 @@ def _explain_html(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    archive = args.archive or Settings.load(args.config).archive_dir
+    archive = args.archive or settings.archive_dir
     samples = _archived_samples(archive, histories) if archive is not None else {}
     timelines = [job_timeline(history, samples.get(key, ())) for key, history in histories.items()]
     title = (
@@ -316,14 +327,12 @@ def _explain_html(args: argparse.Namespace) -> int:
         if args.job is not None
         else f"flink-autoscaler: cluster {args.cluster}"
     )
-    from autoscaler.explain.html import render_html
-
     page = render_html(timelines, title=title, generated_ms=SystemClock().now_ms())
     try:
         args.html.write_text(page, encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot write {args.html}: {exc.strerror or exc}") from exc
-    drawn = "the archive" if archive is not None and samples else "the decision records alone"
+    drawn = "the archive" if any(samples.values()) else "the decision records alone"
     print(
         for_terminal(
             f"wrote {args.html} ({len(page) / 1024:,.0f} KiB, {len(timelines)} job(s), from {drawn})"
