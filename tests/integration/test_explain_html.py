@@ -1,12 +1,15 @@
 """``explain --html`` on what a demo-like daemon kept: the real daemon against the simulator on a fake
 clock, the demo's options and load step, its decisions written as ``run --decisions-dir`` writes them
-and its ticks archived; once it has scaled the job up, the CLI draws the job's page."""
+and its ticks archived; once it has scaled the job up, the CLI draws the job's page, and headless
+Chromium loads it (skipped where none is installed)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import pytest
+from browser import CHROMIUM, NO_CHROMIUM, blank_reason, look_at
 from sim_world import sim_world
 
 from autoscaler.archive import ArchiveWriter, TickArchive
@@ -74,3 +77,37 @@ async def test_explain_html_of_an_unknown_job_or_without_a_job_says_so(tmp_path,
     assert main(["explain", "--html", str(tmp_path / "x.html"), *args]) == 2
     assert "name one job, or a cluster" in capsys.readouterr().err
     assert not (tmp_path / "x.html").exists()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
+async def test_the_page_in_a_real_browser_draws_every_chart_and_logs_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    await run_demo_like(tmp_path)
+    page = tmp_path / "load-job.html"
+    args = ["--decisions-dir", str(tmp_path / "decisions"), "--archive", str(tmp_path / "archive")]
+    assert main(["explain", "load-job", "--html", str(page), *args]) == 0
+    looked = look_at(page, tmp_path / "load-job.png")
+    assert looked.console == []  # the page has no script: any message is an error (a failed load, ...)
+    assert [name.split(":")[1] for name in looked.charts] == ["load", "backlog", "parallelism"]
+    blank = {
+        name: why for name, box in looked.charts.items() if (why := blank_reason(looked.screenshot, box))
+    }
+    assert blank == {}, f"charts missing or blank in {looked.screenshot}: {blank}"
+    assert 'class="decisions"' in looked.dom and "Scaling" in looked.dom
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
+def test_the_browser_check_sees_a_blank_chart_a_missing_one_and_a_console_error(tmp_path):
+    """The check itself: a page that fails it in each way is caught (so a pass means something)."""
+    page = tmp_path / "broken.html"
+    page.write_text(
+        "<!DOCTYPE html><html><body>"
+        '<figure class="chart" data-chart="load"><svg width="960" height="270"></svg></figure>'
+        '<figure class="chart" data-chart="backlog"></figure>'
+        '<script>console.error("boom")</script></body></html>',
+        encoding="utf-8",
+    )
+    looked = look_at(page, tmp_path / "broken.png")
+    assert any("boom" in line for line in looked.console)
+    assert "pixels drawn" in (blank_reason(looked.screenshot, looked.charts["0:load"]) or "")
+    assert blank_reason(looked.screenshot, looked.charts["1:backlog"]) == "no <svg> in the figure"
