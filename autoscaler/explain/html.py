@@ -81,6 +81,11 @@ def _job_section(t: JobTimeline) -> str:
             f"decision records alone ({len(t.points)} point(s): the daemon keeps a job's last decisions, "
             "a run of ticks that decided the same counting as one), so they are coarse."
         )
+    if t.thinned_from is not None:
+        source += (
+            f" Thinned to {len(t.points):,} of {t.thinned_from:,} points "
+            "(each stretch's highest backlog, every rescale)."
+        )
     charts = [
         (
             "load",

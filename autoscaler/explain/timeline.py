@@ -26,6 +26,7 @@ from autoscaler.model import JobSample, VertexSample
 
 __all__ = [
     "ARCHIVE",
+    "MAX_POINTS",
     "MIN_BUSY",
     "RECORDS",
     "DecisionMark",
@@ -34,11 +35,15 @@ __all__ = [
     "job_timeline",
     "points_from_records",
     "points_from_samples",
+    "thin",
 ]
 
 ARCHIVE, RECORDS = "archive", "decision records"
 MIN_BUSY = 0.05
 """A busiest vertex busy less than this tells no capacity (idle time says nothing of a limit)."""
+MAX_POINTS = 2000
+"""Points a timeline keeps at most: a week of 10 s ticks is 60,000 readings, more than a chart's pixels
+and megabytes of SVG; :func:`thin` keeps every rescale and each stretch's highest backlog."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,7 @@ class JobTimeline:
     source: str  # ARCHIVE or RECORDS: where the points come from
     points: tuple[TimelinePoint, ...]
     marks: tuple[DecisionMark, ...]
+    thinned_from: int | None = None  # the points there were before :func:`thin`, when it dropped some
 
     @property
     def vertices(self) -> tuple[str, ...]:
@@ -94,9 +100,11 @@ class JobTimeline:
         return (min(times), max(times)) if times else None
 
 
-def job_timeline(records: Sequence[DecisionRecord], samples: Sequence[JobSample] = ()) -> JobTimeline:
+def job_timeline(
+    records: Sequence[DecisionRecord], samples: Sequence[JobSample] = (), *, max_points: int = MAX_POINTS
+) -> JobTimeline:
     """A job's timeline: its decision records marked, the points from ``samples`` when there are any,
-    else from the records. ``records`` must be one job's, at least one."""
+    else from the records, at most ``max_points`` of them. ``records`` must be one job's, at least one."""
     if not records:
         raise ValueError("a timeline needs at least one decision record")
     ordered = sorted(records, key=lambda r: r.ts_ms)
@@ -105,13 +113,30 @@ def job_timeline(records: Sequence[DecisionRecord], samples: Sequence[JobSample]
     source = ARCHIVE if points else RECORDS
     if not points:
         points = points_from_records(ordered)
+    kept = thin(points, max_points)
     return JobTimeline(
         job_key=newest.job_key,
         job_id=newest.job_id,
         source=source,
-        points=points,
+        points=kept,
         marks=tuple(_mark(r) for r in ordered),
+        thinned_from=len(points) if len(kept) < len(points) else None,
     )
+
+
+def thin(points: Sequence[TimelinePoint], limit: int) -> tuple[TimelinePoint, ...]:
+    """At most about ``limit`` points: of each run of consecutive points, the one with the highest
+    backlog (a peak is what the eye looks for), and every point where the parallelism changed (a
+    rescale stays exactly where it was), the first and the last."""
+    if len(points) <= limit:
+        return tuple(points)
+    step = -(-len(points) // max(limit - 2, 1))
+    keep = {0, len(points) - 1}
+    keep |= {i for i in range(1, len(points)) if points[i].parallelism != points[i - 1].parallelism}
+    for start in range(0, len(points), step):
+        chunk = range(start, min(start + step, len(points)))
+        keep.add(max(chunk, key=lambda i: -1.0 if points[i].lag is None else points[i].lag))
+    return tuple(points[i] for i in sorted(keep))
 
 
 def _mark(record: DecisionRecord) -> DecisionMark:

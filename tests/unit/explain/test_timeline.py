@@ -6,7 +6,14 @@ import pytest
 from timeline_values import JOB, T0, record, sample
 
 from autoscaler.explain import DecisionRecord
-from autoscaler.explain.timeline import ARCHIVE, RECORDS, job_timeline, points_from_samples
+from autoscaler.explain.timeline import (
+    ARCHIVE,
+    RECORDS,
+    TimelinePoint,
+    job_timeline,
+    points_from_samples,
+    thin,
+)
 from autoscaler.reasons import Reason
 
 
@@ -90,3 +97,22 @@ def test_samples_win_over_records_and_the_records_still_mark():
     samples = [sample(0, read=0, pending=0, busy_ms=0), sample(10, read=10_000, pending=0, busy_ms=5_000)]
     t = job_timeline([record(T0 + 10_000, Reason.IN_BAND)], samples)
     assert t.source == ARCHIVE and len(t.points) == 2 and len(t.marks) == 1
+
+
+def test_a_long_history_is_thinned_keeping_every_rescale_and_each_stretchs_highest_backlog():
+    points = [
+        TimelinePoint(T0 + i * 10_000, 100.0, 200.0, float(i % 50), {"work": 1 if i < 777 else 2})
+        for i in range(10_000)
+    ]
+    kept = thin(points, 200)
+    assert len(kept) <= 210 and kept[0] == points[0] and kept[-1] == points[-1]
+    assert points[777] in kept  # the rescale, exactly
+    assert all(p.lag == 49.0 for p in kept[1:-1] if p is not points[777])  # each stretch's peak
+    assert thin(points[:5], 200) == tuple(points[:5])
+
+
+def test_the_timeline_says_when_it_was_thinned():
+    samples = [sample(s, read=s * 100, pending=0, busy_ms=s * 500) for s in range(0, 300, 10)]
+    t = job_timeline([record(T0, Reason.IN_BAND)], samples, max_points=10)
+    assert len(t.points) <= 12 and t.thinned_from == 30
+    assert job_timeline([record(T0, Reason.IN_BAND)], samples).thinned_from is None
