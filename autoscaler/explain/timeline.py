@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from autoscaler.explain.records import DecisionRecord, VertexRecord
 from autoscaler.model import JobSample, VertexSample
@@ -159,18 +159,29 @@ def _mark(record: DecisionRecord) -> DecisionMark:
 
 # ---------------------------------------------------------------------------------------- records
 def points_from_records(records: Sequence[DecisionRecord]) -> tuple[TimelinePoint, ...]:
-    """One point per record that has an evaluation (a record without vertices has no rates)."""
-    return tuple(
-        TimelinePoint(
+    """The points a job's records hold: each record's evaluation at its tick, also at the first tick
+    of the run it stands for (a run decided the same at the same parallelism: the stretch is drawn
+    flat, at its newest rates), and after a rescale the parallelism it asked for (rates unknown until
+    the next record). A record without vertices (no evaluation) has no point."""
+    points: list[TimelinePoint] = []
+    for r in sorted(records, key=lambda r: r.ts_ms):
+        if not r.vertices:
+            continue
+        sources = _sources(r.vertices)
+        point = TimelinePoint(
             ts_ms=r.ts_ms,
-            offered=_sum(v.target_data_rate for v in _sources(r.vertices)),
+            offered=_sum(v.target_data_rate for v in sources),
             capacity=_record_capacity(r.vertices),
-            lag=_sum(v.lag for v in _sources(r.vertices)),
+            lag=_sum(v.lag for v in sources),
             parallelism={v.name: v.parallelism for v in r.vertices},
         )
-        for r in sorted(records, key=lambda r: r.ts_ms)
-        if r.vertices
-    )
+        if r.first_ms < r.ts_ms:
+            points.append(replace(point, ts_ms=r.first_ms))
+        points.append(point)
+        if r.scaled:
+            asked = {v.name: v.parallelism if v.decided is None else v.decided for v in r.vertices}
+            points.append(TimelinePoint(r.ts_ms + 1, None, None, None, asked))
+    return tuple(points)
 
 
 def _sources(vertices: Sequence[VertexRecord]) -> list[VertexRecord]:

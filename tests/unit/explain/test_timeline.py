@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from timeline_values import JOB, T0, record, sample
 
@@ -25,7 +27,9 @@ def test_without_samples_the_points_are_the_records_and_each_decision_is_marked(
     ]
     t = job_timeline(records)
     assert t.source == RECORDS and t.job_key == "c1/orders"
-    assert [p.ts_ms for p in t.points] == [T0, T0 + 20_000, T0 + 80_000]  # sorted by time
+    # Sorted by time; after the rescale, the parallelism it asked for.
+    assert [p.ts_ms for p in t.points] == [T0, T0 + 20_000, T0 + 20_001, T0 + 80_000]
+    assert t.points[2].parallelism["Work"] == 2 and t.points[2].offered is None
     first = t.points[0]
     assert first.offered == 2000.0 and first.lag == 5000.0
     assert first.capacity == pytest.approx(1250.0)  # the tightest vertex: work at 1250 of 2000
@@ -116,3 +120,10 @@ def test_the_timeline_says_when_it_was_thinned():
     t = job_timeline([record(T0, Reason.IN_BAND)], samples, max_points=10)
     assert len(t.points) <= 12 and t.thinned_from == 30
     assert job_timeline([record(T0, Reason.IN_BAND)], samples).thinned_from is None
+
+
+def test_a_run_of_ticks_is_drawn_flat_from_its_first_tick():
+    run = replace(record(T0 + 60_000, Reason.IN_BAND), since_ms=T0, ticks=7)
+    t = job_timeline([run])
+    assert [p.ts_ms for p in t.points] == [T0, T0 + 60_000]
+    assert t.points[0].offered == t.points[1].offered and t.points[0].parallelism == t.points[1].parallelism
