@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +29,8 @@ from autoscaler.start_checks import NO_CLUSTERS, start_checks
 
 if TYPE_CHECKING:
     from autoscaler.decision_store import DecisionReader
+    from autoscaler.explain import DecisionRecord
+    from autoscaler.model import JobSample
 
 __all__ = ["main"]
 
@@ -90,7 +92,24 @@ def _parser() -> argparse.ArgumentParser:
     status.set_defaults(func=_cmd_status)
 
     why = sub.add_parser("explain", help="why a job's last decisions were what they were")
-    why.add_argument("job", help="job key (cluster/name), job name, or JobID")
+    why.add_argument("job", nargs="?", help="job key (cluster/name), job name, or JobID")
+    why.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="write the job's timeline (load, capacity, backlog, parallelism, each decision) and its "
+        "decisions as one self-contained HTML file",
+    )
+    why.add_argument(
+        "--cluster", metavar="NAME", help="with --html and no job: every job of this cluster, one page"
+    )
+    why.add_argument(
+        "--archive",
+        type=Path,
+        metavar="DIR",
+        help="with --html: the history archive to draw every tick from (default: the archive_dir "
+        "setting; without one, the decision records alone are drawn)",
+    )
     why.add_argument(
         "--last",
         type=_positive,
@@ -190,14 +209,7 @@ def _reader(args: argparse.Namespace) -> Iterator[DecisionReader]:
     from autoscaler.decision_store import open_reader
 
     settings = Settings.load(args.config)
-    decisions_dir = args.decisions_dir or settings.decisions_dir
-    if decisions_dir is None:
-        raise ConfigError(
-            f"no decisions directory: pass --decisions-dir or set decisions_dir (${DECISIONS_DIR_ENV}) "
-            "to the directory the daemon writes"
-        )
-    if not Path(decisions_dir).is_dir():
-        raise ConfigError(f"no decisions at {decisions_dir}: has the daemon run with this config?")
+    decisions_dir = _decisions_dir(args, settings)
     with _warnings_only():
         reader, notes, close = open_reader(settings.state_url, decisions_dir, settings.decision_history)
         for note in notes:
@@ -206,6 +218,18 @@ def _reader(args: argparse.Namespace) -> Iterator[DecisionReader]:
             yield reader
         finally:
             close()
+
+
+def _decisions_dir(args: argparse.Namespace, settings: Settings) -> Path:
+    decisions_dir = args.decisions_dir or settings.decisions_dir
+    if decisions_dir is None:
+        raise ConfigError(
+            f"no decisions directory: pass --decisions-dir or set decisions_dir (${DECISIONS_DIR_ENV}) "
+            "to the directory the daemon writes"
+        )
+    if not Path(decisions_dir).is_dir():
+        raise ConfigError(f"no decisions at {decisions_dir}: has the daemon run with this config?")
+    return Path(decisions_dir)
 
 
 @contextlib.contextmanager
@@ -241,6 +265,10 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from autoscaler.clock import SystemClock
     from autoscaler.explain import explain, find_record
 
+    if args.html is not None:
+        return _explain_html(args)
+    if args.job is None or args.cluster is not None or args.archive is not None:
+        raise ConfigError("explain: name a job (--cluster and --archive go with --html FILE)")
     with _reader(args) as reader:
         records = reader.load_decisions()
         record = find_record(records, args.job)
@@ -256,6 +284,82 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     earlier = [r for r in history if r.ts_ms < record.first_ms][-(args.last - 1) :] if args.last > 1 else []
     print(explain(record, now_ms=SystemClock().now_ms(), events=events, earlier=earlier))
     return 0
+
+
+def _explain_html(args: argparse.Namespace) -> int:
+    """``explain --html``: the timelines of one job or of a cluster's jobs, from their decision records
+    and, where an archive is configured, its samples since the oldest decision kept."""
+    from autoscaler.clock import SystemClock
+    from autoscaler.decision_store import JsonDecisionDir
+    from autoscaler.explain import find_record
+    from autoscaler.explain.html import render_html
+    from autoscaler.explain.timeline import job_timeline
+
+    if (args.job is None) == (args.cluster is None):
+        raise ConfigError("explain --html: name one job, or a cluster with --cluster NAME (not both)")
+    settings = Settings.load(args.config)
+    # The decisions alone (and the archive): the page draws no state or event, so the state database
+    # is not opened (nor a note printed when there is none, as after the demo).
+    reader = JsonDecisionDir(_decisions_dir(args, settings), settings.decision_history)
+    with _warnings_only():
+        records = reader.load_decisions()
+        if args.job is not None:
+            found = find_record(records, args.job)
+            chosen = [found] if found is not None else []
+        else:
+            chosen = sorted(
+                (r for r in records.values() if r.cluster == args.cluster), key=lambda r: r.job_key
+            )
+        histories = {r.job_key: reader.load_history(r.job_key) or [r] for r in chosen}
+    if not chosen:
+        what = f"job {args.job!r}" if args.job is not None else f"cluster {args.cluster!r}"
+        known = ", ".join(sorted(records)) or "none"
+        print(
+            for_terminal(f"flink-autoscaler: no decision recorded for {what} (known jobs: {known})"),
+            file=sys.stderr,
+        )
+        return 1
+    archive = args.archive or settings.archive_dir
+    samples = _archived_samples(archive, histories) if archive is not None else {}
+    timelines = [job_timeline(history, samples.get(key, ())) for key, history in histories.items()]
+    title = (
+        f"flink-autoscaler: {args.job}"
+        if args.job is not None
+        else f"flink-autoscaler: cluster {args.cluster}"
+    )
+    page = render_html(timelines, title=title, generated_ms=SystemClock().now_ms())
+    try:
+        args.html.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {args.html}: {exc.strerror or exc}") from exc
+    drawn = "the archive" if any(samples.values()) else "the decision records alone"
+    print(
+        for_terminal(
+            f"wrote {args.html} ({len(page) / 1024:,.0f} KiB, {len(timelines)} job(s), from {drawn})"
+        )
+    )
+    return 0
+
+
+def _archived_samples(
+    archive: Path, histories: Mapping[str, Sequence[DecisionRecord]]
+) -> dict[str, list[JobSample]]:
+    """Each job's archived samples from its oldest kept decision on (a month of ticks would draw a
+    month; the decisions say which part of it the operator is asking about)."""
+    from autoscaler.archive.reader import read_samples
+    from autoscaler.settings import AutoscalerOptions
+
+    if not archive.is_dir():
+        raise ConfigError(f"no archive at {archive} (--archive or archive_dir)")
+    firsts = {key: min(r.first_ms for r in history) for key, history in histories.items()}
+    clusters = {r.cluster for history in histories.values() for r in history}
+    names = {r.job_name for history in histories.values() for r in history}
+    with _warnings_only():
+        read = read_samples(archive, AutoscalerOptions(), clusters=clusters, job_names=names)
+    return {
+        key: [t.sample for t in read.jobs.get(key, ()) if t.sample.ts_ms >= first]
+        for key, first in firsts.items()
+    }
 
 
 def _cmd_export_history(args: argparse.Namespace) -> int:

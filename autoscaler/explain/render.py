@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from autoscaler.state.events import Event
     from autoscaler.state.store import Lease
 
-__all__ = ["NAME_WIDTH", "explain", "status_table"]
+__all__ = ["NAME_WIDTH", "explain", "forecast_words", "outcome_words", "status_table"]
 
 NAME_WIDTH = 64
 """Characters of a job key, vertex name, cluster or daemon name a ``status`` cell shows at most, so one
@@ -73,6 +73,11 @@ _OUTCOME_WORDS: dict[str, str] = {
     Reason.CLUSTER_UNREACHABLE: "skipped: the cluster could not be reached",
     Reason.CLUSTER_ERROR: "skipped: the cluster answered with an error",
 }
+
+
+def outcome_words(outcome: str) -> str:
+    """A decision's outcome (a Reason value) in words, as ``explain`` prints it."""
+    return _OUTCOME_WORDS.get(outcome, outcome)
 
 
 def explain(
@@ -117,7 +122,7 @@ def explain(
             lines.append(f"Restart time used: {_restart_words(record)}")
 
     if record.forecast is not None:
-        lines += ["", f"Load forecast: {_forecast_words(record.forecast)}"]
+        lines += ["", f"Load forecast: {forecast_words(record.forecast)}"]
 
     if record.verification is not None or record.scaled:
         lines += ["", *_verification_lines(record, "")]
@@ -198,7 +203,7 @@ def _restart_words(r: DecisionRecord) -> str:
     return f"{r.restart_time_s:.0f} s, configured (restart.time; {why})"
 
 
-def _forecast_words(f: ForecastRecord) -> str:
+def forecast_words(f: ForecastRecord) -> str:
     """The job's load forecast (forecast.enabled) in a line: the expected peak and when, or why none."""
     horizon = _age(round(f.horizon_s * 1000))
     if f.none:
