@@ -122,10 +122,18 @@ class FlinkRest:
             fetch=FetchReport(cluster.fetch_interval_ms / 1000, too_slow, waited_s, landed),
         )
 
+    def _loop_ms(self) -> int:
+        """How far the clock moves from one tick to the next: ``control_loop_interval`` is scheduled in
+        wall time, Flink's fetch interval and the tick's times are the clock's. They are the same but on
+        the demo's ScaledClock, where a 1 s loop at 10x spans 10 simulated seconds of the simulated
+        cluster's 5 s fetcher: read as 1 s, the loop looked too fast for it, and the check warned on a
+        loop that finds a fetch due on every tick (a stale reading's limit shrank as much)."""
+        return round(to_ms(self.settings.control_loop_interval) * self._clock.speed)
+
     def _check_fetch_interval(self, cluster: ClusterSession) -> bool:
         """Warn once per cluster (and again when it changes) if the loop is too fast for Flink's fetcher;
         the gauges say it to dashboards and alerts on every tick. True when it is."""
-        loop_ms = to_ms(self.settings.control_loop_interval)
+        loop_ms = self._loop_ms()
         assumed = cluster.metric_fetch_interval_ms is None
         warning = fetch_interval_warning(loop_ms, cluster.fetch_interval_ms, assumed=assumed)
         if warning != cluster.fetch_warning:
@@ -150,7 +158,7 @@ class FlinkRest:
         taskmanagers = cluster.memory_usage.observe(tms, now_ms, to_ms(cluster.options.metrics_window))
         timing = FetchTiming(
             fetch_interval_ms=cluster.fetch_interval_ms,
-            loop_interval_ms=to_ms(self.settings.control_loop_interval),
+            loop_interval_ms=self._loop_ms(),
             wait_ms=round(fetch_wait_s * 1000),
         )
         slots = JobSlots(cluster.settings.max_concurrency * _JOBS_PER_REQUEST_SLOT)

@@ -118,7 +118,7 @@ def explain(
         lines += ["", f"Vertices{window}{backlog}:"]
         for v in record.vertices:
             lines += _vertex_lines(v)
-        if record.restart_time_s is not None:
+        if not _unknown(record.restart_time_s):
             lines.append(f"Restart time used: {_restart_words(record)}")
 
     if record.forecast is not None:
@@ -165,7 +165,7 @@ def _earlier_lines(r: DecisionRecord, newer: DecisionRecord, rescaled_since: boo
     if r.vertices:
         backlog = {True: "yes", False: "no", None: "unknown"}[r.processing_backlog]
         window = f", {r.window_samples} samples in the window" if r.window_samples else ""
-        restart = f", restart time {_restart_short(r)}" if r.restart_time_s is not None else ""
+        restart = f", restart time {_restart_short(r)}" if not _unknown(r.restart_time_s) else ""
         lines.append(f"    backlog processing: {backlog}{window}{restart}")
         lines += [f"    {_vertex_inputs(v)}" for v in r.vertices]
     if r.gates:
@@ -205,11 +205,11 @@ def _restart_words(r: DecisionRecord) -> str:
 
 def forecast_words(f: ForecastRecord) -> str:
     """The job's load forecast (forecast.enabled) in a line: the expected peak and when, or why none."""
-    horizon = _age(round(f.horizon_s * 1000))
+    horizon = "unknown" if _unknown(f.horizon_s) else _age(round(f.horizon_s * 1000))
     if f.none:
         return f"none ({f.none}: {f.detail}); the decision reacts to the load it measures"
-    confidence = f"{f.confidence:.2f}" if f.confidence is not None else "unknown"
-    when = "now" if not f.peak_in_s else f"in {_age(round(f.peak_in_s * 1000))}"
+    confidence = "unknown" if _unknown(f.confidence) else f"{f.confidence:.2f}"
+    when = "now" if _unknown(f.peak_in_s) or not f.peak_in_s else f"in {_age(round(f.peak_in_s * 1000))}"
     return (
         f"peak {_rate(f.peak_rate)} expected {when}, up from {_rate(f.level_rate)} "
         f"({f.basis}, confidence {confidence}, horizon {horizon}); with cost.enabled the decision "
@@ -225,7 +225,7 @@ def _restart_short(r: DecisionRecord) -> str:
 
 def _vertex_inputs(v: VertexRecord) -> str:
     change = f"{v.parallelism} -> {v.decided}" if v.decided is not None else f"{v.parallelism}"
-    load = "unknown" if v.load is None else f"{v.load:.0%}"
+    load = _percent(v.load)
     return (
         f"{v.name}: p {change} (recommended {v.recommended}), load {load}, capacity "
         f"{_rate(v.true_processing_rate)}, must process {_rate(v.target_data_rate)} "
@@ -265,7 +265,7 @@ def _verification_lines(r: DecisionRecord, indent: str, *, superseded: bool = Fa
 def _verified_vertex(x: VerifiedVertex) -> str:
     capped = f" (Flink runs it at {x.parallelism})" if x.parallelism != x.decided else ""
     head = f"{x.name}: parallelism {x.before} -> {x.decided}{capped}:"
-    if x.measured is None or x.ratio is None:
+    if _unknown(x.measured) or _unknown(x.ratio):
         return f"{head} capacity not measured (idle or unknown), {_rate(x.expected)} expected"
     return f"{head} {_rate(x.measured)} at full load of {_rate(x.expected)} expected ({x.ratio:.0%})"
 
@@ -278,7 +278,7 @@ def _vertex_lines(v: VertexRecord) -> list[str]:
     )
     named = v.name if v.name == v.vertex else f"{v.name} ({v.vertex})"
     head = f"  {named}: {change} (max {v.max_parallelism}): {_vertex_verdict(v)}"
-    load = "unknown" if v.load is None else f"{v.load:.0%}"
+    load = _percent(v.load)
     body = [
         f"    load {load}; it can process {_rate(v.true_processing_rate)} at full load and must "
         f"process {_rate(v.target_data_rate)} (+ {_rate(v.catch_up_data_rate)} to catch up)",
@@ -295,7 +295,7 @@ def _vertex_lines(v: VertexRecord) -> list[str]:
             else " (did not raise its rate enough)"
         )
         body.append(f"    the last scale-up of this vertex was ineffective{gain}")
-    if v.busy_skew is not None and v.busy_skew >= 1.05:
+    if not _unknown(v.busy_skew) and v.busy_skew >= 1.05:
         body.append(f"    busy-time skew {v.busy_skew:.2f} (busiest subtask over the average; 1 is even)")
     if v.slow_subtasks:
         body.append(f"    {v.slow_subtasks}")
@@ -372,7 +372,7 @@ def status_table(
         rows.append((key, "", "", "", "", _cooldown(record, now_ms), decision, event_text))
         for v in record.vertices:
             rec = str(v.decided if v.decided is not None else v.recommended)
-            load = "-" if v.load is None else f"{v.load:.2f}"
+            load = "-" if _unknown(v.load) else f"{v.load:.2f}"
             note = _vertex_note(record, v)
             rows.append((f"  {v.name}", str(v.parallelism), rec, load, _count(v.lag, unit=""), "", note, ""))
     table = (
@@ -450,8 +450,18 @@ def _cooldown(record: DecisionRecord, now_ms: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------- words
+def _unknown(value: float | None) -> bool:
+    """None, or NaN: a record read back from elsewhere than the build stage may still carry one, and a
+    user must read words, not ``nan``."""
+    return value is None or math.isnan(value)
+
+
+def _percent(value: float | None) -> str:
+    return "unknown" if _unknown(value) else f"{value:.0%}"
+
+
 def _rate(value: float | None) -> str:
-    if value is None:
+    if _unknown(value):
         return "unknown"
     if math.isinf(value):
         return "no limit"
@@ -459,7 +469,7 @@ def _rate(value: float | None) -> str:
 
 
 def _count(value: float | None, unit: str = " records") -> str:
-    if value is None:
+    if _unknown(value):
         return "-" if not unit else "unknown"
     for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= size:

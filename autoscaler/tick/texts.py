@@ -106,7 +106,7 @@ def verification_text(record: ScalingRecord, names: Mapping[VertexId, str], samp
         got = f" (Flink runs it at {v.parallelism})" if v.parallelism != decided else ""
         head = f"{names.get(vid, vid)} {before} -> {decided}{got}: "
         if math.isnan(v.ratio):
-            parts.append(f"{head}capacity not measured (idle or unknown), {v.expected:.2f} rec/s expected")
+            parts.append(f"{head}capacity not measured (idle or unknown), {_expected(v.expected)}")
         else:
             parts.append(
                 f"{head}{v.measured:.2f} rec/s at full load, {v.ratio:.0%} of the {v.expected:.2f} expected"
@@ -125,6 +125,11 @@ def verification_text(record: ScalingRecord, names: Mapping[VertexId, str], samp
         "(data skew, an external system or a shared resource limits it): the next decisions start from "
         "the measured rate"
     )
+
+
+def _expected(rate: float) -> str:
+    """The capacity a rescale was expected to give, or words when the decision had none to expect."""
+    return "no expected capacity known" if math.isnan(rate) else f"{rate:.2f} rec/s expected"
 
 
 def ineffective_text(vid: VertexId, gain: tuple[float, float], *, blocking: bool) -> str:

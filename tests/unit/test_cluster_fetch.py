@@ -32,9 +32,12 @@ KEY = "sim/load-job"
 class Lazy:
     """One simulated cluster with a lazy fetcher of ``fetch_s`` and a daemon ticking every ``tick_s``."""
 
-    def __init__(self, *, fetch_s: float, tick_s: float, config: dict[str, str] | None = None) -> None:
-        self.tick_s = tick_s
+    def __init__(
+        self, *, fetch_s: float, tick_s: float, config: dict[str, str] | None = None, speed: float = 1.0
+    ) -> None:
+        self.tick_s = tick_s  # in clock seconds; the loop's wall interval is tick_s / speed
         self.clock = FakeClock()
+        self.clock.speed = speed  # the demo's ScaledClock: speed clock seconds per wall second
         self.start_ms, self.ticks = self.clock.now_ms(), 0
         spec = SimClusterSpec(
             cooldown_after_rescaling_s=0, metric_fetch_interval_s=fetch_s, config=config or {}
@@ -44,7 +47,7 @@ class Lazy:
         self.metrics, self.events, self.evaluator = MetricsReporter(), EventLog(), StubEvaluator()
         settings = Settings(
             clusters=[ClusterSettings(name="sim", rest_url="http://sim.invalid:8081")],
-            control_loop_interval=timedelta(seconds=tick_s),
+            control_loop_interval=timedelta(seconds=tick_s / speed),
             autoscaler={"job.autoscaler.enabled": "true"},
             metrics_address="",
         )
@@ -105,6 +108,25 @@ async def test_a_loop_twice_the_fetch_interval_reads_a_new_fetch_every_tick_and_
     assert lazy.gauge("metric_fetch_interval_warning") == 0.0
     assert lazy.stale_total() is None  # never incremented
     assert all(s.stale_ticks == 0 for s in lazy.evaluator.samples)
+
+
+@pytest.mark.parametrize(("tick_s", "speed", "warned"), [(10, 10.0, False), (1, 1.0, True)])
+async def test_the_loop_is_measured_in_the_clock_s_time_on_a_sped_up_clock(
+    tick_s: float, speed: float, warned: bool
+) -> None:
+    """The demo's 1 s loop at 10x spans 10 simulated seconds: twice its cluster's 5 s fetcher, so no
+    warning and no stale reading. A real 1 s loop on a real 5 s fetcher is still warned about."""
+    lazy = Lazy(fetch_s=5, tick_s=tick_s, speed=speed)
+    with capture_logs() as logs:
+        for _ in range(4):
+            await lazy.tick()
+    warnings = [e for e in logs if e["event"] == "metric_fetch_interval_too_long"]
+    assert bool(warnings) is warned
+    assert lazy.gauge("metric_fetch_interval_warning") == float(warned)
+    if not warned:
+        assert all(s.stale_ticks == 0 for s in lazy.evaluator.samples)
+    else:
+        assert "control_loop_interval (1 s) is less than 2 x" in warnings[0]["detail"]
 
 
 async def test_the_warning_is_logged_again_when_the_fetch_interval_changes() -> None:

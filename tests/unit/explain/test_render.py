@@ -6,9 +6,12 @@ Assertions look for key phrases and reason codes, never whole strings, so wordin
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from explain_outcomes import NOW, outcome_of, scale_up_evaluation
+from hypothesis import given
+from hypothesis import strategies as st
 
 from autoscaler.explain import (
     DecisionRecord,
@@ -155,3 +158,41 @@ def test_status_and_explain_escape_controls_cut_long_names_and_hide_url_secrets(
     text = explain(hostile, events=[event])
     assert "\x1b" not in text and "\u202e" not in text and "s3cr3t" not in text
     assert text.startswith("Job c1/a\\nc1/b\\u202e") and "token=***" in text
+
+
+_UNKNOWN_OR_NOT = st.one_of(st.none(), st.just(math.nan), st.floats(0, 1e7))
+_VERTEX_FLOATS = (
+    "load",
+    "true_processing_rate",
+    "target_data_rate",
+    "catch_up_data_rate",
+    "lag",
+    "scale_up_threshold",
+    "scale_down_threshold",
+    "expected_processing_rate",
+    "expected_increase",
+    "actual_increase",
+    "busy_skew",
+)
+
+
+@given(
+    vertex=st.fixed_dictionaries({name: _UNKNOWN_OR_NOT for name in _VERTEX_FLOATS}),
+    verified=st.fixed_dictionaries({name: _UNKNOWN_OR_NOT for name in ("expected", "measured", "ratio")}),
+    restart_time_s=_UNKNOWN_OR_NOT,
+)
+def test_no_text_a_user_reads_says_nan(vertex, verified, restart_time_s):
+    """Built from a decision, a record holds None where a value is unknown; read back from elsewhere
+    it may hold NaN. Either way explain and status say so in words."""
+    *earlier, last = kept_decisions()
+    work = replace(last.vertices[0], ineffective_scale_up=True, **vertex)
+    check = VerificationRecord(
+        NOW - 900_000, NOW, 0.9, False, (VerifiedVertex("w", "w", 1, 3, 3, **verified),)
+    )
+    record = replace(last, vertices=(work,), restart_time_s=restart_time_s, verification=check)
+    texts = (
+        explain(record, now_ms=NOW, earlier=earlier[-2:]),
+        status_table({record.job_key: record}, {}, NOW),
+    )
+    for text in texts:
+        assert "nan" not in text.lower()

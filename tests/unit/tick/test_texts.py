@@ -8,6 +8,8 @@ import math
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from structlog.testing import capture_logs
 from told import Told, told
 
@@ -235,3 +237,15 @@ def test_a_resubmission_says_it_dropped_the_old_jobids_standing_request_and_its_
     # Never confirmed (no standing request to drop): only the history is told.
     text = resubmission_text("old", "new", JobState(history=(replace(confirmed, confirmed_ms=None),)))
     assert "dropped" not in text
+
+
+@given(
+    expected=st.one_of(st.just(math.nan), st.floats(0, 1e7)),
+    measured=st.one_of(st.just(math.nan), st.just(math.inf), st.floats(0, 1e7)),
+)
+def test_the_scaling_verified_text_never_says_nan(expected: float, measured: float) -> None:
+    """An idle vertex is not measured, and a rescale from a record kept before expectations were may
+    have nothing to expect: the event says so in words."""
+    verification = ScalingVerification(9_000, 0.9, {VID: VertexVerification(4, expected, measured)})
+    record = ScalingRecord(0, {VID: (2, 4)}, confirmed_ms=5_000, verification=verification)
+    assert "nan" not in verification_text(record, {}).lower()
