@@ -11,15 +11,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autoscaler.durations import parse_duration, to_ms
 from autoscaler.settings import ConfigError, Settings
 
-__all__ = ["add_backtest_command", "backtest_command"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["add_backtest_command", "backtest_command", "write_html"]
 
 
 def add_backtest_command(sub: Any) -> None:
@@ -55,6 +58,13 @@ def add_backtest_command(sub: Any) -> None:
     p.add_argument("--spark-master", help="where to run (default: the first config's spark.master)")
     p.add_argument("--out", type=Path, metavar="FILE", help="write every job's results (.parquet or .csv)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="jobs shown in detail (default 10)")
+    p.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="also draw the report as a self-contained HTML page: the totals, then the --top jobs whose "
+        "cost differs most between the worlds, each world's slots and backlog over time",
+    )
     p.set_defaults(func=_run)
 
 
@@ -70,6 +80,7 @@ def _run(args: argparse.Namespace) -> int:
         spark_master=args.spark_master,
         out=args.out,
         top=max(0, args.top),
+        html=args.html,
     )
 
 
@@ -84,6 +95,7 @@ def backtest_command(
     spark_master: str | None = None,
     out: Path | None = None,
     top: int = 10,
+    html: Path | None = None,
 ) -> int:
     """Run the backtest; 0 on success, 1 when there was nothing to replay (no job, or none matching
     ``--cluster`` / ``--job``), 2 when an input is unusable (said on stderr)."""
@@ -91,7 +103,7 @@ def backtest_command(
     import pyarrow.csv as pa_csv
     import pyarrow.parquet as pq
 
-    from autoscaler.backtest.jobs import ACTUAL, BEST, BacktestOptions
+    from autoscaler.backtest.jobs import ACTUAL, BEST, RESULT_SCHEMA, BacktestOptions
     from autoscaler.backtest.report import render_report
     from autoscaler.backtest.spark import backtest_on_spark
     from autoscaler.evaluate.spark.session import create_spark_session
@@ -110,7 +122,10 @@ def backtest_command(
         BEST: "best in hindsight",
     }
     options = BacktestOptions(
-        loaded, flink_cooldown_ms=to_ms(flink_cooldown), lag_target_s=lag_target.total_seconds()
+        loaded,
+        flink_cooldown_ms=to_ms(flink_cooldown),
+        lag_target_s=lag_target.total_seconds(),
+        series=html is not None,  # each world over time, for the page's charts
     )
     spark_settings = next(iter(loaded.values())).spark
     if spark_master is not None:
@@ -126,6 +141,10 @@ def backtest_command(
         spark.stop()
     took = time.perf_counter() - started
     print(render_report(results, worlds, lag_target_s=options.lag_target_s, top=top, seconds=took))
+    if html is not None:
+        write_html(html, results, worlds, lag_target_s=options.lag_target_s, top=top, seconds=took)
+        print(f"\nThe report as a page: {html}")
+        results = results.select(list(RESULT_SCHEMA.names))  # --out's columns stay what they were
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         if out.suffix == ".csv":
@@ -134,6 +153,31 @@ def backtest_command(
             pq.write_table(results, out)
         print(f"\nEvery job's results: {out}")
     return 0 if results.num_rows else 1
+
+
+def write_html(
+    path: Path,
+    results: pa.Table,
+    worlds: Mapping[str, str],
+    *,
+    lag_target_s: float,
+    top: int,
+    seconds: float | None = None,
+) -> None:
+    """The page (``autoscaler.backtest.html``) of ``results`` (a table with the series kept) at ``path``."""
+    from autoscaler.backtest.html import render_backtest_html
+    from autoscaler.clock import SystemClock
+
+    page = render_backtest_html(
+        results,
+        worlds,
+        lag_target_s=lag_target_s,
+        top=top,
+        generated_ms=SystemClock().now_ms(),
+        seconds=seconds,
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page, encoding="utf-8")
 
 
 def _tell(done: object) -> None:

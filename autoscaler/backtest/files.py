@@ -19,7 +19,7 @@ import structlog
 from autoscaler.archive.layout import PARTITIONING, job_dir
 from autoscaler.archive.schema import DECISIONS, SAMPLES
 from autoscaler.backtest.history import DECISION_COLUMNS
-from autoscaler.backtest.jobs import RESULT_SCHEMA, BacktestOptions, backtest_tables, unreadable
+from autoscaler.backtest.jobs import BacktestOptions, backtest_tables, result_schema, unreadable
 
 __all__ = ["backtest_archived_job", "job_files", "read_job"]
 
@@ -39,9 +39,9 @@ def backtest_archived_job(
     except (OSError, pa.ArrowException) as exc:
         error = f"unreadable history: {type(exc).__name__}: {exc}"
         log.warning("backtest_history_unreadable", cluster=cluster, job=job_name, error=error)
-        return unreadable([(cluster, job_name)], error)
+        return unreadable([(cluster, job_name)], error, result_schema(options.series))
     if samples is None:
-        return RESULT_SCHEMA.empty_table()
+        return result_schema(options.series).empty_table()
     return backtest_tables(samples, decisions, options)
 
 

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from autoscaler.backtest.history import JobHistory
-from autoscaler.backtest.score import slots_of
+from autoscaler.backtest.score import Trace, slots_of
 from autoscaler.backtest.workload import Workload
 from autoscaler.foresight.cost import CostModel
 from autoscaler.foresight.hindsight import BestPlan, best_plan, run_plan
@@ -54,6 +54,8 @@ class Hindsight:
     step_s: float
     below_capacity_s: float  # seconds its capacity was below the arrivals (restarts included)
     final_slots: int
+    trace: Trace = ()  # each step's end: (ms, slots held, backlog), as a world's ticks
+    restarts_ms: tuple[int, ...] = ()  # when each of its restarts begins
 
 
 def best_in_hindsight(
@@ -95,7 +97,9 @@ def best_in_hindsight(
     )
     intervals = run_plan(best.plan, rates, step_s, sizes.capacity, pause_s, backlog, sizes.slots)
     below = sum(i.seconds for i in intervals if i.capacity < i.rate)
-    return Hindsight(best, step_s, below, intervals[-1].slots if intervals else sizes.slots(0))
+    trace = tuple((ms, i.slots, i.backlog) for ms, i in zip(at, intervals, strict=True))
+    begins = tuple(round(ticks[0] + step * step_ms) for step, _ in best.plan.restarts)
+    return Hindsight(best, step_s, below, intervals[-1].slots if intervals else sizes.slots(0), trace, begins)
 
 
 @dataclass(frozen=True, slots=True)

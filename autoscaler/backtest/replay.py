@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 import httpx
 
 from autoscaler.backtest.history import JobHistory
-from autoscaler.backtest.score import Score, Scorer, slots_of
+from autoscaler.backtest.score import Score, Scorer, Trace, slots_of
 from autoscaler.backtest.workload import Workload
 from autoscaler.backtest.world import World
 from autoscaler.clock import FakeClock
@@ -42,7 +42,7 @@ from autoscaler.state import MemoryStateStore
 from autoscaler.state.events import EventLog
 from autoscaler.tick.steps import JobOutcome
 
-__all__ = ["Replayed", "replay_job", "score_actual"]
+__all__ = ["Replayed", "replay_job", "score_actual", "trace_actual"]
 
 _FAKE_URL = "http://backtest.invalid"
 
@@ -57,6 +57,7 @@ class Replayed:
     score: Score
     final_parallelism: Mapping[VertexId, int]  # what the job runs (or restarts to) at the end
     final_slots: int
+    trace: Trace = ()  # every tick's slots and backlog, when the replay was asked to keep them
 
 
 def replay_settings(settings: Settings, cluster: str) -> Settings:
@@ -114,13 +115,14 @@ class _Replay:
         *,
         flink_cooldown_ms: int,
         lag_target_s: float,
+        trace: bool = False,
     ) -> None:
         self.history = history
         self.workload = workload
         self.options: AutoscalerOptions = settings.options_for(settings.clusters[0])
         self.flink = _FakeFlink()
         self.clock = FakeClock(history.ticks[0])
-        self.scorer = Scorer(workload, lag_target_s)
+        self.scorer = Scorer(workload, lag_target_s, trace=trace)
         self.world: World | None = None
         self.diverged_ms: int | None = None
         self.outcomes: dict[int, str] = {}
@@ -154,7 +156,13 @@ class _Replay:
             running = dict(topology.parallelisms)
         score = self.scorer.score()
         return Replayed(
-            self.flink.puts, self.outcomes, self.diverged_ms, score, running, slots_of(topology, running)
+            self.flink.puts,
+            self.outcomes,
+            self.diverged_ms,
+            score,
+            running,
+            slots_of(topology, running),
+            self.scorer.traced(),
         )
 
     async def _tick(self, tick: int) -> None:
@@ -218,21 +226,35 @@ async def replay_job(
     *,
     flink_cooldown_ms: int = 30_000,
     lag_target_s: float = 30.0,
+    trace: bool = False,
 ) -> Replayed:
-    """Replay ``history`` through ``settings`` (see the module's docstring)."""
+    """Replay ``history`` through ``settings`` (see the module's docstring); with ``trace``, its every
+    tick's slots and backlog kept (``Replayed.trace``)."""
     replayed = replay_settings(settings, history.cluster)
     with inline():  # memory state, plain-Python evaluator: no call worth a thread hand-off
         replay = _Replay(
-            history, replayed, workload, flink_cooldown_ms=flink_cooldown_ms, lag_target_s=lag_target_s
+            history,
+            replayed,
+            workload,
+            flink_cooldown_ms=flink_cooldown_ms,
+            lag_target_s=lag_target_s,
+            trace=trace,
         )
         return await replay.run()
 
 
 def score_actual(history: JobHistory, workload: Workload, lag_target_s: float = 30.0) -> Score:
     """What actually happened, scored like a replay: the recorded parallelism, backlog and rescales."""
-    scorer = Scorer(workload, lag_target_s)
+    return trace_actual(history, workload, lag_target_s, trace=False)[0]
+
+
+def trace_actual(
+    history: JobHistory, workload: Workload, lag_target_s: float = 30.0, *, trace: bool = True
+) -> tuple[Score, Trace]:
+    """:func:`score_actual`, and (with ``trace``) every tick's recorded slots and backlog."""
+    scorer = Scorer(workload, lag_target_s, trace=trace)
     for _ in history.puts:
         scorer.restart()
     for tick in history.ticks:
         _score_recorded(scorer, tick, history.samples.get(tick))
-    return scorer.score()
+    return scorer.score(), scorer.traced()

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from autoscaler.backtest.jobs import ACTUAL, BEST
 
-__all__ = ["render_report", "totals"]
+__all__ = ["cost_note", "headline", "render_report", "table_cells", "totals"]
 
 _MEASURES = ("restarts", "below_capacity_s", "backlog_above_target_s", "slot_hours", "cost")
 
@@ -53,18 +53,13 @@ def render_report(
     rows = results.to_pylist()
     jobs = sorted({(r["cluster"], r["job_name"]) for r in rows})
     errors = [r for r in rows if r["error"] is not None]
-    lines = [_headline(rows, len(jobs), seconds)]
+    lines = [headline(rows, len(jobs), seconds)]
     if not rows:
         return lines[0]
     lines += ["", _table(totals(results), worlds, lag_target_s)]
     planned = len({(r["cluster"], r["job_name"]) for r in rows if r["world"] == BEST})
     if planned:
-        lines += [
-            "",
-            "cost: slot-seconds + restarts + seconds behind target, at the first configuration's\n"
-            "job.autoscaler.cost.* prices, in slot-hours; regret: cost / the best plan in hindsight's\n"
-            f"(every arrival known; {planned} of {len(jobs)} job(s) had one to plan).",
-        ]
+        lines += ["", cost_note(planned, len(jobs))]
     if errors:
         lines += ["", f"{len(errors)} replay(s) failed and are not counted:"]
         lines += [f"  {r['cluster']}/{r['job_name']} ({r['world']}): {r['error']}" for r in errors[:top]]
@@ -83,7 +78,17 @@ def render_report(
     return "\n".join(lines)
 
 
-def _headline(rows: Sequence[Mapping[str, Any]], jobs: int, seconds: float | None) -> str:
+def cost_note(planned: int, jobs: int) -> str:
+    """What the cost and regret columns mean (shown when some job had a best plan)."""
+    return (
+        "cost: slot-seconds + restarts + seconds behind target, at the first configuration's\n"
+        "job.autoscaler.cost.* prices, in slot-hours; regret: cost / the best plan in hindsight's\n"
+        f"(every arrival known; {planned} of {jobs} job(s) had one to plan)."
+    )
+
+
+def headline(rows: Sequence[Mapping[str, Any]], jobs: int, seconds: float | None) -> str:
+    """The report's first line: how many jobs, over which UTC span, how many ticks, how long it took."""
     if not rows:
         return "No replayable history found."
     first = min(r["first_ms"] for r in rows)
@@ -115,6 +120,28 @@ def _table(
     *,
     diverged: bool = False,
 ) -> str:
+    header, *body = table_cells(per_world, worlds, lag_target_s, diverged=diverged)
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    out = []
+    for row in [header, *body]:
+        out.append(
+            "  "
+            + "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+    return "\n".join(out)
+
+
+def table_cells(
+    per_world: Mapping[str, Mapping[str, Any]],
+    worlds: Mapping[str, str],
+    lag_target_s: float,
+    *,
+    diverged: bool = False,
+) -> list[list[str]]:
+    """The table of worlds as text cells: the header row, then a row per world present, in ``worlds``'
+    order. The text report aligns them; the page puts them in an HTML table."""
     header = ["", "restarts", "below capacity", f"backlog > {lag_target_s:g} s", "slot-hours"]
     best = per_world.get(BEST)
     if best is not None:
@@ -139,16 +166,7 @@ def _table(
             at = r.get("diverged_ms")
             cells.append(_when(at) if at is not None else ("-" if label in (ACTUAL, BEST) else "never"))
         body.append(cells)
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    out = []
-    for row in [header, *body]:
-        out.append(
-            "  "
-            + "  ".join(
-                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
-            )
-        )
-    return "\n".join(out)
+    return [header, *body]
 
 
 def _regret(world: Mapping[str, Any], best: Mapping[str, Any]) -> str:

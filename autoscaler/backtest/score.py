@@ -19,7 +19,10 @@ from dataclasses import dataclass
 from autoscaler.backtest.workload import Workload
 from autoscaler.model import JobTopology, VertexId
 
-__all__ = ["Score", "Scorer", "slots_of"]
+__all__ = ["Score", "Scorer", "Trace", "slots_of", "thin_trace"]
+
+Trace = tuple[tuple[int, int, float], ...]
+"""A world over time: (tick ms, slots held, backlog in records) per tick."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +47,11 @@ def slots_of(topology: JobTopology, parallelism: Mapping[VertexId, int]) -> int:
 class Scorer:
     """Adds up one world's ticks."""
 
-    def __init__(self, workload: Workload, lag_target_s: float) -> None:
+    def __init__(self, workload: Workload, lag_target_s: float, *, trace: bool = False) -> None:
         self.workload = workload
+        # (tick, slots, backlog) of every tick, for the backtest's page; only when asked (a fleet's
+        # replays would otherwise carry every tick of every world to the driver).
+        self.trace: list[tuple[int, int, float]] | None = [] if trace else None
         self.lag_target_s = lag_target_s
         self.last_ms: int | None = None
         self.slots = 0
@@ -72,6 +78,8 @@ class Scorer:
         if backlog is not None:
             self.backlog = backlog
         backlog = self.backlog
+        if self.trace is not None:
+            self.trace.append((tick_ms, self.slots, backlog))
         self.slot_s += self.slots * span_s
         if parallelism is None or not self.workload.keeps_up(parallelism, tick_ms):
             self.below_s += span_s
@@ -79,5 +87,24 @@ class Scorer:
         if backlog > 0 and (arriving <= 0 or backlog / arriving > self.lag_target_s):
             self.behind_s += span_s
 
+    def traced(self) -> Trace:
+        """The ticks seen so far (empty unless made with ``trace=True``)."""
+        return tuple(self.trace or ())
+
     def score(self) -> Score:
         return Score(self.restarts, self.below_s, self.behind_s, self.slot_s / 3600)
+
+
+def thin_trace(trace: Trace, limit: int) -> Trace:
+    """At most ``limit`` points of ``trace``: consecutive ticks in equal runs, each run one point at its
+    first tick with the most slots and the highest backlog it saw. A chart has no more pixels than
+    that, and a short spike (a wide restart, a burst of backlog) stays visible rather than falling
+    between two kept ticks."""
+    if limit <= 0 or len(trace) <= limit:
+        return trace
+    size = -(-len(trace) // limit)  # ceiling: never more than ``limit`` runs
+    out = []
+    for i in range(0, len(trace), size):
+        run = trace[i : i + size]
+        out.append((run[0][0], max(p[1] for p in run), max(p[2] for p in run)))
+    return tuple(out)

@@ -28,15 +28,20 @@ from pyspark.sql import functions as F
 
 from autoscaler.archive.schema import SAMPLES
 from autoscaler.backtest.files import backtest_archived_job
-from autoscaler.backtest.jobs import RESULT_SCHEMA, BacktestOptions
+from autoscaler.backtest.jobs import BacktestOptions, result_schema
 from autoscaler.backtest.progress import EVERY_S, JobsDone, replay_progress
 from autoscaler.logs import configure_logging
 
 __all__ = ["backtest_on_spark"]
 
 _KEYS = ("cluster", "job_name")
-_SPARK_TYPES = {pa.string(): "string", pa.int64(): "bigint", pa.float64(): "double"}
-_RESULT_DDL = ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in RESULT_SCHEMA)
+_SPARK_TYPES = {
+    pa.string(): "string",
+    pa.int64(): "bigint",
+    pa.float64(): "double",
+    pa.list_(pa.int64()): "array<bigint>",
+    pa.list_(pa.float64()): "array<double>",
+}
 _JOBS_DDL = "cluster string, job_name string, job_ids array<string>"
 
 
@@ -55,9 +60,10 @@ def backtest_on_spark(
     ``progress_every_s`` how many jobs are replayed (``autoscaler.backtest.progress``)."""
     # Partition values stay strings: an all-digit JobID must not become a number, nor the day a date.
     spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+    schema = result_schema(options.series)
     listed = _jobs(spark, root / SAMPLES, clusters, job_names)
     if not listed:
-        return RESULT_SCHEMA.empty_table()
+        return schema.empty_table()
 
     def replay_jobs(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         configure_logging(level="WARNING")  # a replay's every tick would log its decision at INFO
@@ -69,9 +75,10 @@ def backtest_on_spark(
 
     # One job per task: jobs differ in what a replay costs, and a task is cheap beside a job-day's replay.
     jobs = spark.createDataFrame(listed, schema=_JOBS_DDL).repartition(len(listed))
-    result = jobs.mapInArrow(replay_jobs, schema=_RESULT_DDL)
+    ddl = ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in schema)
+    result = jobs.mapInArrow(replay_jobs, schema=ddl)
     with replay_progress(spark, len(listed), progress, every_s=progress_every_s):
-        return result.toArrow().cast(RESULT_SCHEMA)
+        return result.toArrow().cast(schema)
 
 
 def _jobs(

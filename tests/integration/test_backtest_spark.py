@@ -49,3 +49,16 @@ def test_the_backtest_on_spark_equals_the_plain_python_one(spark: Any, tmp_path:
 def test_an_empty_archive_backtests_to_no_rows(spark: Any, tmp_path: Path) -> None:
     options = BacktestOptions({"A": sim_world(16, LIVE).daemon.settings})
     assert backtest_on_spark(spark, tmp_path, options).num_rows == 0
+
+
+def test_each_worlds_series_comes_back_from_spark_as_the_plain_python_backtest_keeps_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    asyncio.run(record(tmp_path, jobs=1))
+    options = BacktestOptions({"A": sim_world(16, WIDER).daemon.settings}, series=True)
+    on_spark = backtest_on_spark(spark, tmp_path, options).to_pylist()
+    plain = backtest_tables(table(tmp_path, "samples"), table(tmp_path, "decisions"), options).to_pylist()
+    assert by_key(on_spark) == by_key(plain)
+    assert all(r["series_ms"] for r in on_spark)  # the list columns crossed the JVM
+    empty = backtest_on_spark(spark, tmp_path / "none", options)
+    assert "series_ms" in empty.column_names and empty.num_rows == 0
