@@ -27,7 +27,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from harness import WORK, WORK_ID, JobWatcher, deferred_until, requested_bounds, wait_until
+from browser import CHROMIUM, blank_reason, look_at
+from harness import CLUSTER, WORK, WORK_ID, JobWatcher, deferred_until, requested_bounds, wait_until
+
+from autoscaler.cli import main as cli
 
 pytestmark = pytest.mark.e2e
 
@@ -78,6 +81,19 @@ def test_scale_up_to_the_predicted_parallelism_in_one_rescale(submit_job, run_da
         timings.add(test, "rescale -> next full-window decision (InBand)", settled["t"] - running_at)
 
     assert requested_bounds(scaling, WORK_ID) == (1, 3)
+
+    # What an operator looks at afterwards (issue 39): the job's timeline, drawn from what the daemon
+    # kept of its decisions on real Flink, and loaded in a real browser where there is one.
+    page = daemon.decisions_dir.parent / "scale-up-timeline.html"
+    job_key = f"{CLUSTER}/{job.name}"
+    assert cli(["explain", job_key, "--html", str(page), "--decisions-dir", str(daemon.decisions_dir)]) == 0
+    drawn = page.read_text(encoding="utf-8")
+    assert drawn.count("<svg") == 3 and "scaled up" in drawn and "Work: 1 →" in drawn
+    if CHROMIUM is not None:
+        looked = look_at(page, page.with_suffix(".png"))
+        assert looked.console == []
+        blank = {n: why for n, box in looked.charts.items() if (why := blank_reason(looked.screenshot, box))}
+        assert blank == {}, f"charts missing or blank in {looked.screenshot}: {blank}"
     assert len(daemon.events("Scaling")) == 1, daemon.events("Scaling")
     assert _parallelisms(watcher) == [1, 3]
     assert job.parallelism(WORK) == 3
