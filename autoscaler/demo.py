@@ -13,11 +13,13 @@ that command.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import math
+import os
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -118,7 +120,8 @@ def run_demo(
     )
     from autoscaler.evaluate.spark.evaluator import start_evaluator
 
-    evaluator = start_evaluator(_quiet_spark(Settings().spark, keep_dir))
+    with _jvm_output_to(keep_dir / "spark-jvm.log"):
+        evaluator = start_evaluator(_quiet_spark(Settings().spark, keep_dir))
     try:
         evaluator.warm_up()
         return asyncio.run(_demo(evaluator, duration_s, speed, out, keep_dir))
@@ -216,6 +219,28 @@ appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
 """
+
+
+@contextlib.contextmanager
+def _jvm_output_to(path: Path) -> Iterator[None]:
+    """The Spark JVM started in here writes its own stderr to ``path`` for its whole life: its start-up
+    lines (the JDK's "Using incubator modules", Spark's default log level) are the JVM's, not the
+    daemon's, and a first run should not show them. The process's own stderr is restored at once, so
+    the demo's and the daemon's messages still reach the terminal; a failing start says where to look."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with path.open("ab") as log:
+            os.dup2(log.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            print(f"Spark did not start; the JVM's output is in {path}", file=sys.stderr)
+            raise
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _quiet_spark(spark: SparkSettings, keep_dir: Path) -> SparkSettings:
