@@ -98,21 +98,24 @@ class JobView:
         changes, delayed, outside, kept = _vertex_changes(
             self.evaluation, self.state, self.options, self.now_ms
         )
-        if self.options.cost_enabled and isinstance(self.forecast, Forecast):
-            for vid, change in _foreseen(self.evaluation, self.options, self.forecast.factor).items():
-                if change.target > changes.get(vid, change).target or vid not in changes:
-                    changes[vid] = change
-                    outside.add(vid)
-                    delayed.pop(vid, None)  # sized up for the peak: no scale-down of it is pending
+        for vid, change in self.ahead.items():
+            if vid not in changes or change.target > changes[vid].target:
+                changes[vid] = change
+                outside.add(vid)
+                delayed.pop(vid, None)  # sized up for the peak: no scale-down of it is pending
         return changes, delayed, outside, kept
+
+    @cached_property
+    def ahead(self) -> dict[VertexId, VertexChange]:
+        """With ``cost.enabled`` and a foreseen rise: the scale-ups its peak asks for (:func:`_foreseen`)."""
+        if not (self.options.cost_enabled and isinstance(self.forecast, Forecast)):
+            return {}
+        return _foreseen(self.evaluation, self.options, self.forecast.factor)
 
     @cached_property
     def foreseen(self) -> frozenset[VertexId]:
         """The vertices whose change is sized for the forecast's peak rather than for the load now."""
-        if not (self.options.cost_enabled and isinstance(self.forecast, Forecast)):
-            return frozenset()
-        ahead = _foreseen(self.evaluation, self.options, self.forecast.factor)
-        return frozenset(vid for vid, c in self.changes.items() if vid in ahead and ahead[vid] == c)
+        return frozenset(vid for vid, c in self.changes.items() if self.ahead.get(vid) == c)
 
     @property
     def changes(self) -> dict[VertexId, VertexChange]:
@@ -389,8 +392,17 @@ def decide(
         below=below or {},
         forecast=forecast,
     )
-    decision = next((held for _, gate in GATES if (held := gate(job)) is not None), None) or _scaling(job)
+    decision = _gates(job)
     return decision if forecast is None else replace(decision, forecast=forecast)
+
+
+def _gates(job: JobView) -> Decision:
+    """The first gate that holds the job back decides; if none does, it is rescaled."""
+    for _name, gate in GATES:
+        held = gate(job)
+        if held is not None:
+            return held
+    return _scaling(job)
 
 
 def _scaling(job: JobView) -> Decision:
@@ -443,10 +455,9 @@ def _weigh(job: JobView) -> Weighing | None:
     # A forecast rise: both futures face its peak (the queue's rate times the rise it foresees), so a
     # scale-up pays ahead of it and a scale-down that would not carry it does not pay. Never lower.
     forecast = job.forecast
-    if not isinstance(forecast, Forecast):
-        return weigh(queue, CostModel.of(options), horizon_ms / 1000, pause_s)
-    rise_in_s = max(0, forecast.peak_at_ms - job.now_ms) / 1000
-    rate = queue.rate * forecast.factor
+    rate, rise_in_s = None, 0.0
+    if isinstance(forecast, Forecast):
+        rate, rise_in_s = queue.rate * forecast.factor, max(0, forecast.peak_at_ms - job.now_ms) / 1000
     return weigh(queue, CostModel.of(options), horizon_ms / 1000, pause_s, rate=rate, rise_in_s=rise_in_s)
 
 
@@ -711,8 +722,8 @@ async def decide_jobs(
     ``flink_cooldown_ms`` is each cluster's adaptive-scheduler cooldown (cluster name -> ms);
     ``interval`` the control loop's, the first step of a refused PUT's backoff. A job the gates hold
     back ends here, with its next state; one to rescale goes on to the plugins. ``forecasts``: the
-    forecasting jobs' load forecasts (``tick/foresee.py``), carried on their decisions for ``explain``;
-    no gate reads them yet.
+    forecasting jobs' load forecasts (``tick/foresee.py``), carried on their decisions for ``explain``
+    and, with ``cost.enabled``, read by the gate "worth a restart".
     """
     forecasts = forecasts or {}
 
