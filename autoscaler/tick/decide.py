@@ -49,6 +49,7 @@ from autoscaler.slot_fit import below_request, below_text, slots_short_of_reques
 from autoscaler.state import DelayedScaleDown, JobState, PendingRescale
 from autoscaler.state.tick import Loaded
 from autoscaler.tick.each import each_job
+from autoscaler.tick.foresee import offered_rate
 from autoscaler.tick.steps import (
     Confirmation,
     Confirmed,
@@ -470,19 +471,12 @@ def queue_of(evaluation: JobEvaluation, targets: Mapping[VertexId, int]) -> JobQ
     rate / target data rate`` times the load it is offered, the job as much as its least such vertex; at
     another parallelism a vertex processes what the reference expects, linear in its subtasks. None when
     it cannot be priced: a source's offered rate unknown, or no vertex with both known."""
-    topology = evaluation.sample.topology
-    rate = backlog = 0.0
-    for v in topology:
-        if topology.inputs(v.id):
-            continue
-        e = evaluation.vertices.get(v.id)
-        if e is None or not math.isfinite(e.target_data_rate):
-            return None
-        rate += e.target_data_rate
-        if math.isfinite(e.lag) and e.lag > 0:
-            backlog += e.lag
+    rate = offered_rate(evaluation)  # NaN when a source's is unknown
     if not rate > 0:
         return None
+    topology = evaluation.sample.topology
+    lags = (e.lag for vid, e in evaluation.vertices.items() if topology.is_source(vid))
+    backlog = math.fsum(lag for lag in lags if math.isfinite(lag) and lag > 0)
     now = then = math.inf
     for vid, e in evaluation.vertices.items():
         tpr, tdr = e.true_processing_rate, e.target_data_rate

@@ -4,9 +4,9 @@ Runs after the evaluation, for the jobs with ``forecast.enabled`` (the others co
 offered load is the evaluated target rate of the job's sources, summed (what the sources are asked to
 read: the records in plus the backlog's growth), the same figure the decision sizes for. A sample read
 again (stale) or one whose sources' rates are not all known adds nothing. The values go to the decide
-stage (the decision carries the forecast, which ``explain`` shows; no gate reads it yet) and to the
-record stage (the history's closed buckets are written). Pure: per job, a sum per tick and, once per
-closed bucket, the forecast (``autoscaler.foresight``).
+stage (the decision carries the forecast, which ``explain`` shows and, with ``cost.enabled``, the gate
+"worth a restart" reads) and to the record stage (the history's closed buckets are written). Pure: per
+job, a sum per tick and, once per closed bucket, the forecast (``autoscaler.foresight``).
 """
 
 from __future__ import annotations
