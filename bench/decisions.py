@@ -90,6 +90,7 @@ __all__ = [
     "score",
 ]
 
+_P = "job.autoscaler."
 TICK_S = 5.0
 FETCH_S = 5.0
 RESTART_PAUSE_S = 10.0
@@ -133,6 +134,22 @@ class Trace:
     change_at_s: float = WARM_UP_S  # the load change; everything is scored from here to the end
     step_changes: int = 0  # step changes in the scored part: the target is <= 1 restart each
     settles: bool = True  # the load ends steady, so "time to the final parallelism" means something
+    day_s: float | None = None  # a cycle's day, squeezed: what forecast.periods' "1 d;7 d" are here
+    forecast_horizon: str = "30 min"
+
+    def forecast_options(self) -> dict[str, str]:
+        """The lab's ``forecast.*`` options for this trace, as an operator would set them for its load
+        (they matter only where a profile turns the forecast on). The trace squeezes time, so "daily
+        and weekly" are its day and seven of them, in whole buckets of a minute; a trace with no day
+        keeps the defaults, which its two hours never reach."""
+        options = {
+            f"{_P}forecast.bucket": "1 min",
+            f"{_P}forecast.horizon": self.forecast_horizon,
+        }
+        if self.day_s is not None:
+            day_min = round(self.day_s / 60)
+            options[f"{_P}forecast.periods"] = f"{day_min} min;{7 * day_min} min"
+        return options
 
 
 def _traces(long_s: float) -> dict[str, Trace]:
@@ -154,6 +171,7 @@ def _traces(long_s: float) -> dict[str, Trace]:
             w + long_s,
             2000,
             settles=False,
+            day_s=long_s,
         ),
         Trace(
             # Sized for the mean at 4 subtasks (54 % busy): a reading 26 % low would take it below the
@@ -199,6 +217,7 @@ def _traces(long_s: float) -> dict[str, Trace]:
             w + 2 * long_s,
             2000,
             settles=False,
+            day_s=long_s / 3,
         ),
         Trace(
             # One week from the job's start to its end (7,500 s in the full set: a week 81 times
@@ -216,6 +235,8 @@ def _traces(long_s: float) -> dict[str, Trace]:
             w + long_s,
             2400,
             settles=False,
+            day_s=(w + long_s) / 7,
+            forecast_horizon="15 min",  # shorter than its day (18 min), as a period must be
         ),
         Trace(
             "ramp-noisy",
@@ -353,7 +374,7 @@ async def run_traces(
                 work_capacity=WORK_CAPACITY,
                 input_rate=trace.rate,
                 work_parallelism=_initial_parallelism(trace),
-                job_config=dict(options),
+                job_config={**options, **trace.forecast_options()},
             )
             runs.append(JobRun(trace, profile, name, sim.submit(job)))
     server: _Server | None = None

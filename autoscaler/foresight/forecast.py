@@ -13,7 +13,9 @@ At each closed bucket, every **basis** that the history supports predicts the lo
   load rose from its level then (the mean of that bucket and its two neighbours, against the median of
   the newest buckets then), smoothed over up to three periods (the median; of two, the lower, so one
   flash crowd or step a period ago is not foreseen again), added to today's level. A period is a basis
-  once the history holds two of them.
+  once the history holds one of it; while it holds only one, a rise that came in one jump (a step, a
+  flash crowd) is not foreseen until it comes again, and one that built up over several buckets (a
+  day's load) is.
 
 Each basis' past forecasts are scored when their horizon has passed (``autoscaler.foresight.scores``):
 the error of the peak it foresaw against the peak that came. A forecast is said only when
@@ -83,6 +85,8 @@ NOISE_BUCKETS = 48  # the noise is read from the differences of at most this man
 MAX_GAPS = 1 / 3  # more missing buckets than this in a window: too gappy to read
 RISE_SIGMAS = 6.0  # a foreseen rise must exceed this many times its spread on noise ...
 MIN_RISE = 0.02  # ... and this fraction of the level
+MAX_JUMP = 0.5  # seen in one period only, a rise must not have come more than this much in one bucket
+SINGLE_PERIOD_SPREAD = 2.0  # a rise seen in one period only spreads this much more on noise
 LINEAR_SIGMAS = 2.0  # a ramp's residuals spread at most this many times the noise
 LEFT_LINE_SIGMAS = 3.0  # and the current level is at most this many times the noise off its line
 BETTER_THAN_LEVEL = 0.02  # a period may be this much worse than reacting and still be trusted ...
@@ -170,6 +174,7 @@ class Prediction:
     peak: float
     ahead: int
     spread: float = math.nan  # one standard deviation of its rise over the level, on noise (NaN: none)
+    periods: int = 0  # a period basis: how many periods back it smoothed over
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,16 +352,17 @@ def _seasonal(
 ) -> Prediction | None:
     """The horizon as it went one to three periods ago, moved to today's level: how far the load rose
     from its level then, smoothed over the periods, added to the level now. None when the history holds
-    fewer than two periods, or too few of those buckets were sampled."""
+    less than one period (a one-off jump: less than two), or too few of those buckets were sampled."""
     back = min(SMOOTHED_PERIODS, (made + 1 - LEVEL_BUCKETS - series.first) // period)
-    if back < 2:
+    if back < 1:
         return None
     lagged = [
         series.rates(made - k * period - LEVEL_BUCKETS + 1, made - k * period + horizon + 2)
         for k in range(1, back + 1)
     ]
     then = [_robust_level(r[:LEVEL_BUCKETS]) for r in lagged]  # each period's level at this time
-    if sum(not math.isnan(t) for t in then) < 2:
+    held = sum(not math.isnan(t) for t in then)
+    if held < 1:
         return None
     peak, ahead, known = -math.inf, 1, 0
     for h in range(1, horizon + 1):
@@ -369,12 +375,28 @@ def _seasonal(
             peak, ahead = rise, h
     if known < (1 - MAX_GAPS) * horizon:
         return None
+    if held == 1 and not _gradual(lagged[0][: LEVEL_BUCKETS + ahead + 1], peak, noise):
+        return None  # one period's jump may have been a one-off: foreseen once it came twice
     # The highest of the horizon's smoothed rises: on noise it stays within about three times one
     # bucket's noise (measured), which is taken as its spread; the noise is the larger of the buckets'
     # and the periods' (of the differences one period apart), which noise that wanders for hours
     # (stationary, but correlated) has far above its buckets' differences.
     spread = max(noise, _noise_apart(series, made, period))
-    return Prediction(max(0.0, level + peak), ahead, spread)
+    if held == 1:
+        spread *= SINGLE_PERIOD_SPREAD  # one period's rise, not smoothed: noise moves it further
+    return Prediction(max(0.0, level + peak), ahead, spread, held)
+
+
+def _gradual(rates: list[float], peak: float, noise: float) -> bool:
+    """Whether a rise seen in one period only (``rates``: its buckets from the level to the peak) built
+    up over several buckets, as a day's load does, and not in one jump, as a flash crowd or a step
+    does: no bucket added more than ``MAX_JUMP`` of it (beyond noise). One period of a cycle is enough
+    to foresee it; a jump must come twice, so that one crowd is never foreseen again a period later
+    (the smoothing's lower of two)."""
+    if peak <= 0:
+        return True  # no rise: nothing to foresee wrongly
+    jumps = [b - a for a, b in itertools.pairwise(rates) if not (math.isnan(a) or math.isnan(b))]
+    return max(jumps, default=0.0) <= MAX_JUMP * peak + 3 * noise
 
 
 def _mean_known(values: list[float]) -> float:
@@ -385,11 +407,11 @@ def _mean_known(values: list[float]) -> float:
 
 def _smooth(values: list[float]) -> float:
     """The same rise over several periods: the median of three or more, the lower of two (a rise that
-    came only once is not foreseen), NaN from fewer than two."""
+    came in one of two periods only is not foreseen), the one of one (NaN from none)."""
     finite = sorted(v for v in values if not math.isnan(v))
-    if len(finite) < 2:
+    if not finite:
         return math.nan
-    return finite[0] if len(finite) == 2 else statistics.median(finite)
+    return finite[0] if len(finite) <= 2 else statistics.median(finite)
 
 
 # ---------------------------------------------------------------------------------------- the choice
@@ -427,7 +449,9 @@ def choose(
     best = min(record[b] for b in trusted)
     spans = {TREND: 0, **params.periods}
     # Among the records as good as the best, the longest period: it holds the shorter ones (a week ago
-    # is also the same time of day) and what they miss (the weekend).
+    # is also the same time of day) and what they miss (the weekend). A period seen once only ranks with
+    # the trend and after it: on a ramp, yesterday's rise is the trend's, read from a single day.
+    spans = {b: 0 if p.periods == 1 else spans.get(b, 0) for b, p in seen.predictions.items()}
     basis = max((b for b in trusted if record[b] <= best + BETTER_THAN_LEVEL), key=lambda b: spans[b])
     predicted = seen.predictions[basis]
     confidence = max(0.0, 1.0 - record[basis])

@@ -619,9 +619,9 @@ class OwnOptions(BaseModel):
         validation_alias=_k("forecast.periods"),
         json_schema_extra={**OURS, "doc_default": "`1 d;7 d`"},
         description="The repeating patterns looked for ('1 d;7 d': daily and weekly): the same time one "
-        "period ago, smoothed over up to three periods, once the history holds two. Each must be a "
-        "whole number of forecast.bucket and longer than forecast.horizon; the one whose past "
-        "forecasts matched best is used.",
+        "period ago, smoothed over up to three periods, once the history holds one (a rise that came "
+        "in one jump: two). Each must be a whole number of forecast.bucket and longer than "
+        "forecast.horizon; the one whose past forecasts matched best is used.",
     )
     forecast_max_error: float = Field(
         0.15,
