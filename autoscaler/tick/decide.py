@@ -443,13 +443,19 @@ def _weigh(job: JobView) -> Weighing | None:
     """The job's changes priced against waiting: over ``cost.horizon``, and at least until the next
     rescale could be made after this one (``scaling-interval.min``, Flink's cooldown); the restart
     pauses the job for the restart time its evaluation used; the load is the forecast's peak where the
-    job's history foresees a rise."""
+    job's history foresees a rise.
+
+    A scale-down's horizon is ``cost.horizon`` plus how long it has been asked for (since the lower
+    load was first seen, :func:`_lower_for_ms`): a load that has stayed low for an hour is expected to
+    stay low longer than one that fell a minute ago. So a scale-down that does not pay while the drop
+    may be a dip (a cycle's trough, a lull) pays once the lower load has lasted, and a small one (a
+    slot saved) is not held forever by a horizon too short to repay its restart."""
     queue = queue_of(job.evaluation, {vid: c.target for vid, c in job.changes.items()})
     if queue is None:
         return None
     options = job.options
     interval_min_ms = to_ms(options.scaling_interval_min) if options.scaling_interval_min else 0
-    horizon_ms = max(to_ms(options.cost_horizon), interval_min_ms, job.flink_cooldown_ms)
+    horizon_ms = max(to_ms(options.cost_horizon) + _lower_for_ms(job), interval_min_ms, job.flink_cooldown_ms)
     pause_s = job.evaluation.restart_time_s
     if not math.isfinite(pause_s):
         pause_s = options.restart_time.total_seconds()
@@ -460,6 +466,18 @@ def _weigh(job: JobView) -> Weighing | None:
     if isinstance(forecast, Forecast):
         rate, rise_in_s = queue.rate * forecast.factor, max(0, forecast.peak_at_ms - job.now_ms) / 1000
     return weigh(queue, CostModel.of(options), horizon_ms / 1000, pause_s, rate=rate, rise_in_s=rise_in_s)
+
+
+def _lower_for_ms(job: JobView) -> int:
+    """How long the job's scale-down has been asked for: since its vertices' pending scale-downs were
+    first recommended (the newest of them; the delay of ``scale-down.interval`` included). 0 when a
+    change is a scale-up, none is pending, or the job's history foresees a rise."""
+    changes = job.changes.values()
+    if not changes or any(c.is_scale_up for c in changes) or isinstance(job.forecast, Forecast):
+        return 0  # a foreseen rise says the lower load will not last, however long it has
+    pending = job.new_state.delayed_scale_down
+    firsts = [pending[c.vertex].first_trigger_ms for c in changes if c.vertex in pending]
+    return max(0, job.now_ms - max(firsts)) if firsts else 0
 
 
 def queue_of(evaluation: JobEvaluation, targets: Mapping[VertexId, int]) -> JobQueue | None:

@@ -11,6 +11,7 @@ from autoscaler.model import JobEvaluation, VertexEvaluation
 from autoscaler.reasons import Reason
 from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState
+from autoscaler.state.model import DelayedScaleDown, Recommendation
 from autoscaler.testing import make_sample, make_topology, vertex_eval
 from autoscaler.tick.decide import decide, queue_of
 
@@ -138,3 +139,44 @@ def test_a_forecast_never_scales_a_job_down_and_is_not_read_without_cost_enabled
     falling = Forecast(1000.0, 2000.0, HOUR_MS, HOUR_MS, 3_600_000, 0.95, "daily")  # a "decline"
     e = evaluation(vertex_eval("work", 2, tpr=3000, tdr=2000), on)
     assert decide(e, JobState(), on, HOUR_MS, forecast=falling).outcome is Reason.IN_BAND
+
+
+def _lower_since(minutes_ago: int, now_ms: int, target: int = 3) -> JobState:
+    """Work's scale-down to ``target`` asked for since ``minutes_ago`` (its delay long over)."""
+    since = now_ms - minutes_ago * 60_000
+    pending = DelayedScaleDown(since, (Recommendation(since, target, True),))
+    return JobState(delayed_scale_down={"work": pending})
+
+
+def test_a_scale_down_held_while_the_drop_is_new_pays_once_the_lower_load_has_lasted() -> None:
+    """One slot saved does not repay a restart over 5 minutes; a load that has stayed low for 40
+    minutes is priced as lasting 45 (cost.horizon + how long it has lasted), and the slot pays."""
+    opts = AutoscalerOptions(
+        enabled=True,
+        cost_enabled=True,
+        cost_horizon=timedelta(minutes=5),
+        scale_down_interval=timedelta(minutes=1),
+    )
+    e = evaluation(vertex_eval("work", 4, 3, tpr=10_000, tdr=2000), opts)
+    now = 2 * HOUR_MS
+    new = decide(e, _lower_since(2, now), opts, now)
+    assert new.outcome is Reason.NOT_WORTH_IT and "over 7 min" in new.detail
+    lasted = decide(e, _lower_since(40, now), opts, now)
+    assert lasted.outcome is Reason.SCALING and lasted.changes["work"].target == 3
+    assert "over 45 min" in lasted.detail
+
+
+def test_a_foreseen_rise_keeps_a_lasting_lower_load_priced_over_the_horizon_alone() -> None:
+    """The history foresees the load coming back: however long it has been low, the scale-down is
+    priced over cost.horizon (with the rise), not as a load that will last."""
+    opts = AutoscalerOptions(
+        enabled=True,
+        cost_enabled=True,
+        cost_horizon=timedelta(minutes=5),
+        scale_down_interval=timedelta(minutes=1),
+    )
+    e = evaluation(vertex_eval("work", 4, 3, tpr=10_000, tdr=2000), opts)
+    now = 2 * HOUR_MS
+    rise = _forecast(now, 4 * 60_000, factor=1.2)
+    d = decide(e, _lower_since(40, now), opts, now, forecast=rise)
+    assert d.outcome is Reason.NOT_WORTH_IT and "over 5 min" in d.detail
