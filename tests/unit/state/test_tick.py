@@ -173,3 +173,57 @@ async def test_a_lapsed_jobs_history_is_not_written():
         [forecasting(A, 0)], Loaded(), {}, 0, histories={A.key: history}, lapsed={A.key}.__contains__
     )
     assert store.writes == []
+
+
+# ------------------------------------------------------------------------------ completed from the archive
+class Recorded:
+    """An archive's offered rates for the store's tests: counts the reads, can fail as a bug would."""
+
+    def __init__(self, rates=None, *, fail: bool = False) -> None:
+        self.rates = rates or {}
+        self.fail = fail
+        self.asked: list[list[str]] = []
+
+    def __call__(self, keys):
+        self.asked.append(sorted(keys))
+        if self.fail:
+            raise RuntimeError("a bug")
+        return {key: self.rates[key] for key in keys if key in self.rates}
+
+
+async def test_a_short_history_is_completed_from_the_archive_once_and_then_stored_whole():
+    store = HistoryStore()
+    params = ForecastParams.of(FORECASTING, A.key)
+    bucket, phase = params.bucket_ms, params.phase_ms
+    recorded = Recorded({A.key: [(phase + i * bucket, 100.0 + i) for i in range(30)]})
+    tick = TickStore(store, MetricsReporter(), persist_window=False, recorded=recorded)
+    ts = phase + 30 * bucket + 5
+    with capture_logs() as logs:
+        loaded = await tick.load([forecasting(A, ts), sample(B, ts)])
+    history = loaded.histories[A.key]
+    assert history.series.rates(0, 29) == [100.0 + i for i in range(29)] and history.open is not None
+    assert recorded.asked == [[A.key]], "only forecasting jobs, read with the store's rows"
+    (done,) = [e for e in logs if e["event"] == "load_history_from_archive"]
+    assert done["buckets_added"] == 30 and done["not_a_rate"] == 0
+    after = history.observe(ts, 500.0, params)  # the tick closes bucket 29
+    await tick.flush([forecasting(A, ts)], loaded, {}, ts, histories={A.key: after})
+    assert store.read_load_history([A.key])[A.key][0].first == 0, "all of it written, not just bucket 29"
+    again = await tick.load([forecasting(A, ts + bucket)])
+    assert recorded.asked == [[A.key]], "kept in memory: the archive is not read again"
+    later = again.histories[A.key].observe(ts + bucket, 1.0, params)
+    await tick.flush([forecasting(A, ts + bucket)], again, {}, ts + bucket, histories={A.key: later})
+    assert store.writes[-1] == {A.key}
+    tick.forget([A.key])
+    restored = await tick.load([forecasting(A, ts + 2 * bucket)])
+    assert restored.histories[A.key].series == later.series, "the state store keeps it as usual"
+    assert len(recorded.asked) == 2, "read again with the store's rows, and nothing older is found"
+
+
+async def test_an_archive_that_fails_leaves_the_stores_history():
+    store = HistoryStore()
+    recorded = Recorded(fail=True)
+    tick = TickStore(store, MetricsReporter(), persist_window=False, recorded=recorded)
+    with capture_logs() as logs:
+        loaded = await tick.load([forecasting(A, 0)])
+    assert len(loaded.histories[A.key].series) == 0 and not loaded.histories[A.key].open
+    assert [e["event"] for e in logs] == ["load_history_archive_failed"]
