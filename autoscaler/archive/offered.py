@@ -29,7 +29,7 @@ import pyarrow.dataset as ds
 import structlog
 
 from autoscaler.archive.layout import PARTITIONING
-from autoscaler.archive.schema import DECISIONS, SAMPLES
+from autoscaler.archive.schema import DECISIONS, SAMPLES, day_of
 from autoscaler.metrics import MetricsReporter
 
 __all__ = ["ArchivedLoad", "offered_rates"]
@@ -37,10 +37,16 @@ __all__ = ["ArchivedLoad", "offered_rates"]
 log = structlog.get_logger(__name__)
 
 
-def offered_rates(root: Path, job_keys: Collection[str]) -> dict[str, list[tuple[int, float]]]:
-    """The recorded offered rate of each of these jobs (``cluster/name``) at each tick, oldest first;
-    a job the archive holds nothing of is left out. Raises OSError or an Arrow error for files that
-    cannot be read (the caller logs it, and the forecast keeps what the store has)."""
+def offered_rates(
+    root: Path, job_keys: Collection[str], since_ms: int | None = None
+) -> dict[str, list[tuple[int, float]]]:
+    """The recorded offered rate of each of these jobs (``cluster/name``) at each tick from ``since_ms``
+    on (all kept, when None), oldest first; a job the archive holds nothing of is left out. Raises
+    OSError or an Arrow error for files that cannot be read (the caller logs it, and the forecast keeps
+    what the store has).
+
+    The filters go to the scan (the day partitions before ``since_ms`` are not opened; of the rest, only
+    the sources' rows are kept as they are read), so what is held is one row per tick and source."""
     if not job_keys:
         return {}
     if not root.is_dir():
@@ -48,16 +54,15 @@ def offered_rates(root: Path, job_keys: Collection[str]) -> dict[str, list[tuple
     clusters = sorted({key.partition("/")[0] for key in job_keys})
     names = sorted({key.partition("/")[2] for key in job_keys})
     where = pc.field("cluster").isin(clusters) & pc.field("job_name").isin(names)
-    sources = _sources(
-        _table(root / SAMPLES, ["cluster", "job", "job_name", "vertex", "inputs", "vertex_name"], where)
-    )
+    if since_ms is not None:
+        where = where & (pc.field("day") >= day_of(since_ms)) & (pc.field("ts_ms") >= since_ms)
+    graph = pc.is_valid(pc.field("vertex_name")) & (pc.list_value_length(pc.field("inputs")) == 0)
+    sources = _sources(_table(root / SAMPLES, ["cluster", "job", "vertex"], where & graph))
     if not sources:
         return {}
-    decisions = _table(
-        root / DECISIONS,
-        ["cluster", "job", "job_name", "ts_ms", "sample_ts_ms", "vertex", "target_data_rate"],
-        where,
-    )
+    every = pa.array(sorted(set().union(*sources.values())), pa.string())
+    columns = ["cluster", "job", "job_name", "ts_ms", "sample_ts_ms", "vertex", "target_data_rate"]
+    decisions = _table(root / DECISIONS, columns, where & pc.field("vertex").isin(every))
     wanted = set(job_keys)
     return {key: rates for key, rates in _rates(decisions, sources).items() if key in wanted}
 
@@ -66,23 +71,17 @@ def _table(directory: Path, columns: list[str], where: pc.Expression) -> pa.Tabl
     if not directory.is_dir():
         return None
     dataset = ds.dataset(directory, format="parquet", partitioning=PARTITIONING)
-    present = [c for c in columns if c in dataset.schema.names]
-    return dataset.to_table(columns=present, filter=where)
+    return dataset.to_table(columns=columns, filter=where)
 
 
 def _sources(samples: pa.Table | None) -> dict[tuple[str, str], frozenset[str]]:
-    """(cluster, JobID) -> its source vertices, from the rows that recorded the graph."""
-    if samples is None or samples.num_rows == 0 or "inputs" not in samples.column_names:
+    """(cluster, JobID) -> its source vertices, from the rows that recorded the graph (the scan kept
+    only the sources' rows)."""
+    if samples is None or samples.num_rows == 0:
         return {}
-    graph = pc.and_(pc.is_valid(samples["vertex_name"]), pc.is_valid(samples["inputs"]))
-    no_inputs = pc.equal(
-        pc.list_value_length(pc.fill_null(samples["inputs"], pa.scalar([], samples["inputs"].type))), 0
-    )
-    rows = samples.filter(pc.and_(graph, no_inputs)).select(["cluster", "job", "vertex"])
     found: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for cluster, job, vertex in zip(
-        *(rows[c].to_pylist() for c in ("cluster", "job", "vertex")), strict=True
-    ):
+    rows = zip(*(samples[c].to_pylist() for c in ("cluster", "job", "vertex")), strict=True)
+    for cluster, job, vertex in rows:
         found[(cluster, job)].add(vertex)
     return {k: frozenset(v) for k, v in found.items()}
 
@@ -91,24 +90,13 @@ def _rates(
     decisions: pa.Table | None, sources: Mapping[tuple[str, str], frozenset[str]]
 ) -> dict[str, list[tuple[int, float]]]:
     """Each job's offered rate per reading (module doc), from its decision rows of source vertices."""
-    if decisions is None or decisions.num_rows == 0 or "target_data_rate" not in decisions.column_names:
+    if decisions is None or decisions.num_rows == 0:
         return {}
-    every = sorted(set().union(*sources.values()))
-    rows = decisions.filter(
-        pc.and_(pc.is_valid(decisions["sample_ts_ms"]), pc.is_in(decisions["vertex"], pa.array(every)))
+    rows = decisions.filter(pc.is_valid(decisions["sample_ts_ms"])).sort_by(
+        [(c, "ascending") for c in ("cluster", "job_name", "sample_ts_ms", "ts_ms")]
     )
-    rows = rows.sort_by(
-        [
-            ("cluster", "ascending"),
-            ("job_name", "ascending"),
-            ("sample_ts_ms", "ascending"),
-            ("ts_ms", "ascending"),
-        ]
-    )
-    columns = [
-        rows[c].to_pylist()
-        for c in ("cluster", "job", "job_name", "ts_ms", "sample_ts_ms", "vertex", "target_data_rate")
-    ]
+    names = ("cluster", "job", "job_name", "ts_ms", "sample_ts_ms", "vertex", "target_data_rate")
+    columns = [rows[c].to_pylist() for c in names]
     # (job key, sample ts) -> (first tick's ts_ms, JobID, vertex -> rate) of that reading's first tick
     readings: dict[tuple[str, int], tuple[int, str, dict[str, float]]] = {}
     for cluster, job, name, ts_ms, sample_ts, vertex, rate in zip(*columns, strict=True):
@@ -140,9 +128,11 @@ class ArchivedLoad:
         self.root = root
         self.metrics = metrics
 
-    def __call__(self, job_keys: Collection[str]) -> dict[str, list[tuple[int, float]]]:
+    def __call__(
+        self, job_keys: Collection[str], since_ms: int | None = None
+    ) -> dict[str, list[tuple[int, float]]]:
         try:
-            return offered_rates(self.root, job_keys)
+            return offered_rates(self.root, job_keys, since_ms)
         except (OSError, pa.ArrowException, ValueError, TypeError, KeyError) as exc:
             log.warning(
                 "archive_read_failed",

@@ -18,7 +18,9 @@ buckets the stage would have closed, and the history is what it would hold had i
   is older than every record kept). A fleet's job costs a few dozen forecasts once, not one per bucket
   of three weeks (0.2 ms each);
 - the newest recorded bucket stays open with its samples' sum and count, as the stage leaves the bucket
-  it is in: the next tick's sample adds to it, or closes it.
+  it is in: the next tick's sample adds to it, or closes it. A history that already has an open bucket
+  (live ticks came before the archive was read) keeps it: the recorded buckets from it on are not
+  taken, and the ones before it are closed by it, as live.
 
 Pure: the reading is the caller's (``autoscaler.archive.offered``), done once per job and process.
 """
@@ -76,8 +78,10 @@ def complete(stored: LoadHistory, samples: Iterable[tuple[int, float]], params: 
     empty = LoadHistory.empty(params)
     if (stored.series.bucket_ms, stored.series.phase_ms) != (params.bucket_ms, params.phase_ms):
         stored = empty  # other buckets (history_from gives none for them): nothing of it is usable
-    have = stored.series
+    have, live = stored.series, stored.open
     sums, skipped = bucket_sums(samples, empty.series)
+    if live is not None:  # the bucket live ticks are in, and later ones: theirs, not the archive's
+        sums = {i: s for i, s in sums.items() if i < live.index}
     if len(have):
         sums = {i: s for i, s in sums.items() if not have.first <= i <= have.last}
         older = [i for i in sums if i < have.first]
@@ -102,7 +106,10 @@ def complete(stored: LoadHistory, samples: Iterable[tuple[int, float]], params: 
     for i in order:
         if i >= replay_from:
             history = history.observe(series.start_ms(i), rates[i], params)
-    if newest in sums:  # the newest bucket is a recorded one: open, with its samples as they were
+    if live is not None:  # closes the newest replayed bucket, as its first sample did live
+        history = history.observe(series.start_ms(live.index), live.mean, params)
+        history = replace(history, open=live)
+    elif newest in sums:  # the newest bucket is a recorded one: open, with its samples as they were
         total, count = sums[newest]
         history = replace(history, open=OpenBucket(newest, total, count))
     return Completion(history, len(sums), skipped)

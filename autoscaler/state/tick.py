@@ -42,7 +42,12 @@ log = structlog.get_logger(__name__)
 Tokens = Callable[[str], int | None]  # job key -> its lease token now (Clusters.lease_tokens)
 # job keys -> each one's recorded offered rate per tick, (ts_ms, records/s) oldest first; never raises
 # (the daemon's is autoscaler.archive.offered.ArchivedLoad, over archive_dir)
-Recorded = Callable[[Collection[str]], Mapping[str, Sequence[tuple[int, float]]]]
+# from a time on (since_ms: the oldest a forecast reads)
+Recorded = Callable[[Collection[str], int], Mapping[str, Sequence[tuple[int, float]]]]
+ARCHIVE_JOBS_PER_TICK = 8
+"""Jobs whose history one tick completes from the archive at most: a daemon starting with a fleet reads
+the archive a few jobs per tick (three weeks of one job's ticks are some 180,000 rows), so no tick waits
+long nor holds a fleet's archive in memory; the others forecast from their store's history meanwhile."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +93,7 @@ class TickStore:
         # is completed from them once, when read (_load_histories)
         self.recorded = recorded
         self._unstored: set[str] = set()  # histories completed from the archive: written whole next
+        self._archive_due: set[str] = set()  # histories read from the store, the archive not asked yet
         self._restored: set[str] = set()  # jobs whose stored window this process replayed
         # job key -> its load history as this process keeps it: read from the store once, then kept here
         # (the store holds its closed buckets, written as they close)
@@ -122,23 +128,26 @@ class TickStore:
                 for key in missing:
                     params = ForecastParams.of(wanted[key], key)
                     self._histories[key] = history_from(key, rows.get(key, ()), params)
-                if self.recorded is not None:
-                    await self._complete({key: wanted[key] for key in missing})
+                    if self.recorded is not None and len(self._histories[key].series) < params.capacity:
+                        self._archive_due.add(key)
+        if self._archive_due:
+            now_ms = max((s.ts_ms for s in samples), default=0)
+            await self._complete({k: o for k, o in wanted.items() if k in self._archive_due}, now_ms)
         return {key: self._histories[key] for key in wanted if key in self._histories}
 
-    async def _complete(self, options: Mapping[str, AutoscalerOptions]) -> None:
-        """The just-read histories that hold fewer buckets than the forecast reads, completed from the
-        archive's recorded offered rates (``autoscaler.foresight.backfill``): read once per job and
-        process, like the store's rows; the next flush writes a completed history whole."""
-        short = [
-            key
-            for key, opts in options.items()
-            if len(self._histories[key].series) < ForecastParams.of(opts, key).capacity
-        ]
+    async def _complete(self, options: Mapping[str, AutoscalerOptions], now_ms: int) -> None:
+        """Histories read from the store with fewer buckets than the forecast reads, completed from the
+        archive's recorded offered rates (``autoscaler.foresight.backfill``): asked once per job and
+        process, like the store's rows, :data:`ARCHIVE_JOBS_PER_TICK` jobs a tick, back to the oldest
+        bucket a forecast reads; the next flush writes a completed history whole."""
+        short = sorted(options)[:ARCHIVE_JOBS_PER_TICK]
         if not short or self.recorded is None:
             return
+        self._archive_due.difference_update(short)
+        params = {key: ForecastParams.of(options[key], key) for key in short}
+        since_ms = now_ms - max(p.capacity * p.bucket_ms for p in params.values())
         try:
-            recorded = await offload(self.recorded, short)
+            recorded = await offload(self.recorded, short, since_ms)
         except Exception as exc:  # the reader logs its own failures; this is a bug, kept from the tick
             log.warning("load_history_archive_failed", jobs=len(short), error=str(exc), exc_info=True)
             return
@@ -146,8 +155,7 @@ class TickStore:
             samples = recorded.get(key)
             if not samples:
                 continue
-            params = ForecastParams.of(options[key], key)
-            done = complete(self._histories[key], samples, params)
+            done = complete(self._histories[key], samples, params[key])
             if done.added:
                 self._histories[key] = done.history
                 self._unstored.add(key)
@@ -252,6 +260,7 @@ class TickStore:
         for key in keys:  # read again: another daemon may have written it meanwhile
             self._histories.pop(key, None)
             self._unstored.discard(key)
+            self._archive_due.discard(key)
 
     # ------------------------------------------------------------------ flush
     async def flush(

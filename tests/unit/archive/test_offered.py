@@ -82,3 +82,15 @@ def test_an_archive_that_cannot_be_read_is_logged_counted_and_gives_nothing(tmp_
         assert ArchivedLoad(tmp_path / "gone", metrics)(["c1/orders"]) == {}
     assert [e["event"] for e in logs] == ["archive_read_failed"] * 2
     assert metrics.archive_failures.labels("read")._value.get() == 2
+
+
+def test_since_leaves_older_ticks_and_their_days_out(tmp_path: Path) -> None:
+    day = 86_400_000
+    write(
+        tmp_path,
+        [
+            (T0 + 500, [sample(T0)], [outcome(T0 + 500, T0, 100.0)]),
+            (T0 + day + 500, [sample(T0 + day)], [outcome(T0 + day + 500, T0 + day, 200.0)]),
+        ],
+    )
+    assert offered_rates(tmp_path, ["c1/orders"], since_ms=T0 + 1000) == {"c1/orders": [(T0 + day, 200.0)]}

@@ -113,3 +113,17 @@ def test_recorded_samples_that_are_no_rate_leave_the_store_as_it_is() -> None:
     empty = LoadHistory.empty(params)
     done = complete(empty, [(0, math.nan), (BUCKET_MS, math.inf), (2 * BUCKET_MS, -3.0)], params)
     assert done.history is empty and done.added == 0 and done.skipped == 3
+
+
+def test_a_history_with_live_ticks_keeps_its_open_bucket_and_closes_the_recorded_ones_with_it() -> None:
+    """The archive read after a few live ticks: the recorded buckets from the live one on are not taken,
+    the live open bucket stays, and the history goes on as the one that saw every tick live."""
+    params = ForecastParams(bucket_ms=BUCKET_MS)
+    samples = ticks(sample(daily(), 30), params)
+    cut = 25 * BUCKET_MS + 30_000
+    recorded = [(ts, r) for ts, r in samples if ts < 24 * BUCKET_MS]  # the archive lags behind
+    seen = live(samples[: next(n for n, (ts, _) in enumerate(samples) if ts >= cut)], params)
+    started = live([(ts, r) for ts, r in samples if 24 * BUCKET_MS <= ts < cut], params)
+    done = complete(started, [*recorded, (25 * BUCKET_MS + 1, 1e9)], params)
+    assert done.history.open == started.open and done.history.open == seen.open
+    assert done.history.series == seen.series and done.history.scores == seen.scores

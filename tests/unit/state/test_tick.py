@@ -183,9 +183,11 @@ class Recorded:
         self.rates = rates or {}
         self.fail = fail
         self.asked: list[list[str]] = []
+        self.since: list[int] = []
 
-    def __call__(self, keys):
+    def __call__(self, keys, since_ms):
         self.asked.append(sorted(keys))
+        self.since.append(since_ms)
         if self.fail:
             raise RuntimeError("a bug")
         return {key: self.rates[key] for key in keys if key in self.rates}
@@ -203,6 +205,7 @@ async def test_a_short_history_is_completed_from_the_archive_once_and_then_store
     history = loaded.histories[A.key]
     assert history.series.rates(0, 29) == [100.0 + i for i in range(29)] and history.open is not None
     assert recorded.asked == [[A.key]], "only forecasting jobs, read with the store's rows"
+    assert recorded.since == [ts - params.capacity * bucket], "back to the oldest bucket a forecast reads"
     (done,) = [e for e in logs if e["event"] == "load_history_from_archive"]
     assert done["buckets_added"] == 30 and done["not_a_rate"] == 0
     after = history.observe(ts, 500.0, params)  # the tick closes bucket 29
@@ -227,3 +230,33 @@ async def test_an_archive_that_fails_leaves_the_stores_history():
         loaded = await tick.load([forecasting(A, 0)])
     assert len(loaded.histories[A.key].series) == 0 and not loaded.histories[A.key].open
     assert [e["event"] for e in logs] == ["load_history_archive_failed"]
+
+
+async def test_a_fleet_is_completed_a_few_jobs_a_tick_and_live_buckets_are_kept():
+    """Twenty forecasting jobs start at once: the archive is asked for eight a tick, so no tick reads a
+    fleet's archive; a job completed after live ticks keeps the buckets they gave and its open one."""
+    store = HistoryStore()
+    jobs = [JobRef("a", f"{n:032d}", f"job-{n:02d}") for n in range(20)]
+    bucket = ForecastParams.of(FORECASTING).bucket_ms
+    start = 100 * bucket  # the archive recorded 50 rec/s over the 40 buckets before
+    recorded = Recorded({j.key: [(start - i * bucket, 50.0) for i in range(1, 41)] for j in jobs})
+    tick = TickStore(store, MetricsReporter(), persist_window=False, recorded=recorded)
+    kept = {}
+    for n in range(3):
+        ts = start + n * bucket
+        samples = [forecasting(j, ts) for j in jobs]
+        loaded = await tick.load(samples)
+        kept = {
+            k: h.observe(ts, 100.0, ForecastParams.of(FORECASTING, k)) for k, h in loaded.histories.items()
+        }
+        await tick.flush(samples, loaded, {}, ts, histories=kept)
+    assert [len(a) for a in recorded.asked] == [8, 8, 4]
+    assert sorted(k for a in recorded.asked for k in a) == sorted(j.key for j in jobs), "each job once"
+    late = recorded.asked[-1][0]  # completed at the third tick, after two live samples
+    history = kept[late]
+    assert history.open is not None and history.open.total == 100.0, "the open bucket is the live one"
+    series = history.series
+    assert series.rates(series.first, series.first + 3) == [50.0] * 3, "the archive's buckets before"
+    assert series.at(series.last) == 100.0, "the bucket live ticks closed: theirs, not the archive's"
+    (row,) = store.read_load_history([late])[late]
+    assert row.first == series.first, "written whole"
