@@ -40,9 +40,8 @@ __all__ = ["Loaded", "TickStore"]
 log = structlog.get_logger(__name__)
 
 Tokens = Callable[[str], int | None]  # job key -> its lease token now (Clusters.lease_tokens)
-# job keys -> each one's recorded offered rate per tick, (ts_ms, records/s) oldest first; never raises
-# (the daemon's is autoscaler.archive.offered.ArchivedLoad, over archive_dir)
-# from a time on (since_ms: the oldest a forecast reads)
+# (job keys, since_ms) -> each one's recorded offered rate per tick from since_ms on, (ts_ms, records/s)
+# oldest first; never raises (the daemon's is autoscaler.archive.offered.ArchivedLoad, over archive_dir)
 Recorded = Callable[[Collection[str], int], Mapping[str, Sequence[tuple[int, float]]]]
 ARCHIVE_JOBS_PER_TICK = 8
 """Jobs whose history one tick completes from the archive at most: a daemon starting with a fleet reads
@@ -159,6 +158,17 @@ class TickStore:
             if done.added:
                 self._histories[key] = done.history
                 self._unstored.add(key)
+                detail = (
+                    "the job's load history in the state store was shorter than the archive's: completed "
+                    "from the offered rates the archive recorded"
+                )
+            elif done.skipped == len(samples):
+                detail = (
+                    "none of the archive's offered rates for the job is a rate (NaN: a source's rate was "
+                    "unknown): its forecast reads what the state store holds"
+                )
+            else:
+                detail = "the archive holds no bucket older than the state store's"
             log.info(
                 "load_history_from_archive",
                 job=key,
@@ -166,10 +176,7 @@ class TickStore:
                 buckets_added=done.added,
                 buckets=len(done.history.series),
                 not_a_rate=done.skipped,
-                detail="the job's load history in the state store was shorter than the archive's: "
-                "completed from the offered rates the archive recorded"
-                if done.added
-                else "the archive holds no bucket older than the state store's",
+                detail=detail,
             )
 
     def _still_mine(self, keys: Iterable[str], tokens: Tokens | None) -> dict[str, JobState]:

@@ -260,3 +260,17 @@ async def test_a_fleet_is_completed_a_few_jobs_a_tick_and_live_buckets_are_kept(
     assert series.at(series.last) == 100.0, "the bucket live ticks closed: theirs, not the archive's"
     (row,) = store.read_load_history([late])[late]
     assert row.first == series.first, "written whole"
+
+
+async def test_an_archive_of_unknown_rates_is_said_and_leaves_the_stores_history():
+    store = HistoryStore()
+    params = ForecastParams.of(FORECASTING, A.key)
+    nan = float("nan")
+    recorded = Recorded({A.key: [(params.phase_ms + i * params.bucket_ms, nan) for i in range(5)]})
+    tick = TickStore(store, MetricsReporter(), persist_window=False, recorded=recorded)
+    with capture_logs() as logs:
+        loaded = await tick.load([forecasting(A, params.phase_ms + 10 * params.bucket_ms)])
+    assert len(loaded.histories[A.key].series) == 0
+    (said,) = [e for e in logs if e["event"] == "load_history_from_archive"]
+    assert said["not_a_rate"] == 5 and said["buckets_added"] == 0 and "not a rate" not in said["detail"]
+    assert "none of the archive's offered rates" in said["detail"]
