@@ -17,6 +17,7 @@ import httpx
 import structlog
 
 from autoscaler.archive import TickArchive
+from autoscaler.archive.offered import ArchivedLoad
 from autoscaler.clock import Clock, SystemClock
 from autoscaler.cluster import Clusters, Collected
 from autoscaler.durations import to_ms
@@ -79,7 +80,14 @@ class Daemon:
         self.evaluators = evaluators or EvaluatorInstances()
         self.delivery = OutcomeDelivery(on_outcome)
         self.archive = archive  # each tick's samples and outcomes, to Parquet behind the tick
-        self.store = TickStore(self.state, self.metrics, persist_window=settings.persist_window)
+        # where archive_dir is set, a forecasting job's load history the store holds less of is completed
+        # from the offered rates the archive recorded (autoscaler.foresight.backfill), once per job
+        recorded = (
+            ArchivedLoad(settings.archive_dir, self.metrics) if settings.archive_dir is not None else None
+        )
+        self.store = TickStore(
+            self.state, self.metrics, persist_window=settings.persist_window, recorded=recorded
+        )
         self.schedule = Schedule(self.clock, self.metrics)
         self._chain_log = ChainLog()
         # What this process remembers of each job, dropped at once when it stops acting on a job (the job

@@ -5,7 +5,8 @@ partition directories and how a file is written; ``writer`` the flush and retent
 ``buffer`` (the rows between flushes, as Arrow) and ``compact`` (a finished day's files merged);
 ``sink`` the worker thread the daemon hands each tick to; ``export`` what
 ``flink-autoscaler export-history`` writes from the state database; ``reader`` the samples read back
-as the ``JobSample`` values the daemon evaluated.
+as the ``JobSample`` values the daemon evaluated; ``offered`` each job's recorded offered rate per
+tick, which completes a forecast's history the state store holds less of.
 """
 
 from autoscaler.archive.schema import DECISIONS, SAMPLES, SCHEMA_VERSION

@@ -17,6 +17,7 @@ from autoscaler.explain.records import (
     FORCED,
     NOT_REACHED,
     PASSED,
+    CostRecord,
     DecisionRecord,
     ForecastRecord,
     GateVerdict,
@@ -25,10 +26,12 @@ from autoscaler.explain.records import (
     VerifiedVertex,
     VertexRecord,
 )
+from autoscaler.foresight.cost import CostModel, above_target
 from autoscaler.foresight.forecast import NoForecast
 from autoscaler.reasons import Reason
 from autoscaler.settings import KEY_PREFIX
 from autoscaler.slot_fit import CAPPED_TEXT
+from autoscaler.tick.decide import queue_of
 
 if TYPE_CHECKING:
     from autoscaler.model import JobEvaluation
@@ -99,6 +102,7 @@ _EXPLAIN_KEYS = (
     "scaling-interval.max",
     "scaling.min-parallelism-change",
     "catch-up.duration",
+    "lag.target",
     "backlog-processing.lag-threshold",
     "metrics.window",
     "vertex.min-parallelism",
@@ -164,6 +168,7 @@ def record_from_outcome(outcome: JobOutcome) -> DecisionRecord:
                 cooldown_until = max(until, cooldown_until or 0)
     chain = outcome.chain
     restart = _restart_time(outcome)
+    above = _above_lag_target(evaluation)
     return DecisionRecord(
         job_key=job.key,
         cluster=job.cluster,
@@ -190,7 +195,52 @@ def record_from_outcome(outcome: JobOutcome) -> DecisionRecord:
         options=options,
         verification=_verified_now(decision, outcome.now_ms),
         forecast=_forecast(decision, outcome.now_ms),
+        cost=_cost(decision),
+        above_lag_target=above,
+        lag_above_target_s=None if above is None else 0.0,
     )
+
+
+def _cost(decision: Decision | None) -> CostRecord | None:
+    """Both costs of a weighed change (``cost.enabled``; the decision carries them), or None."""
+    weighing = decision.weighing if decision is not None else None
+    if weighing is None:
+        return None
+    change, wait, queue = weighing.change, weighing.wait, weighing.queue
+    return CostRecord(
+        horizon_s=weighing.horizon_s,
+        rate=_measured(weighing.rate),
+        change_total=change.total,
+        change_slot_seconds=change.slot_seconds,
+        change_restarts=change.restarts,
+        change_lag_s=change.lag_seconds,
+        wait_total=wait.total,
+        wait_slot_seconds=wait.slot_seconds,
+        wait_restarts=wait.restarts,
+        wait_lag_s=wait.lag_seconds,
+        slots_now=queue.slots_now,
+        slots_then=queue.slots_then,
+        capacity_now=_measured(queue.capacity_now),
+        capacity_then=_measured(queue.capacity_then),
+        worth_it=weighing.worth_it,
+    )
+
+
+def _above_lag_target(evaluation: JobEvaluation | None) -> bool | None:
+    """Whether the job's backlog is above its lag target at this tick (issue 38, item 5): its sources'
+    lag against ``lag.target`` x their offered rate, or, unset, against what the job's capacity drains
+    within ``catch-up.duration`` (:func:`autoscaler.foresight.cost.above_target`, the job as one queue
+    as the gate "worth a restart" sees it). None where not judged: neither ``cost.enabled`` nor a
+    ``lag.target`` (the reference's record stays as it was), or the job's rates are unknown."""
+    if evaluation is None:
+        return None
+    options = evaluation.sample.target.options
+    if not (options.cost_enabled or options.lag_target is not None):
+        return None
+    queue = queue_of(evaluation, {})
+    if queue is None:
+        return None
+    return above_target(queue.backlog, queue.rate, queue.capacity_now, CostModel.of(options))
 
 
 def _forecast(decision: Decision | None, now_ms: int) -> ForecastRecord | None:

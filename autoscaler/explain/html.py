@@ -33,7 +33,8 @@ from autoscaler.explain.charts import (
     times,
     utc,
 )
-from autoscaler.explain.render import forecast_words, outcome_words
+from autoscaler.explain.records import DecisionRecord
+from autoscaler.explain.render import cost_words, forecast_words, lag_target_words, outcome_words
 from autoscaler.explain.timeline import ARCHIVE, DecisionMark, JobTimeline, TimelinePoint
 
 __all__ = ["render_html"]
@@ -189,7 +190,18 @@ def _style(m: DecisionMark) -> tuple[str, str, str]:
 
 
 # ---------------------------------------------------------------------------------------- the table
+def _costs(r: DecisionRecord) -> str:
+    """A decision's weighed costs (changing now, waiting) and its seconds above the lag target."""
+    parts = []
+    if r.cost is not None:
+        parts.append(esc(cost_words(r.cost)))
+    if r.above_lag_target is not None:
+        parts.append("lag target: " + esc(lag_target_words(r)))
+    return "<br>".join(parts) or "-"
+
+
 def _table(t: JobTimeline) -> str:
+    costs = any(m.record.cost is not None or m.record.above_lag_target is not None for m in t.marks)
     rows = []
     for m in reversed(t.marks):  # newest first, as explain prints them
         kind = "scaled" if m.scaled else "held" if m.held else ""
@@ -199,9 +211,13 @@ def _table(t: JobTimeline) -> str:
         rows.append(
             f'<tr class="{kind}"><td>{utc(m.ts_ms)}</td><td>{esc(run)}</td>'
             f"<td><b>{esc(m.outcome)}</b><br>{esc(outcome_words(m.outcome))}</td>"
-            f"<td>{esc(changes)}</td><td>{esc(m.detail) or '-'}</td><td>{esc(forecast)}</td></tr>"
+            f"<td>{esc(changes)}</td><td>{esc(m.detail) or '-'}</td><td>{esc(forecast)}</td>"
+            + (f"<td>{_costs(m.record)}</td>" if costs else "")
+            + "</tr>"
         )
-    columns = ("time (UTC)", "run", "outcome", "changes", "why", "load forecast")
+    columns: tuple[str, ...] = ("time (UTC)", "run", "outcome", "changes", "why", "load forecast")
+    if costs:  # cost.enabled or lag.target: both costs of each weighed change, the seconds above target
+        columns += ("costs (slot-s) and lag target",)
     head = "<tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>"
     return (
         f'<table class="decisions"><caption>Decisions, newest first ({len(t.marks)})</caption>'

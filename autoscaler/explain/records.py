@@ -28,6 +28,7 @@ __all__ = [
     "NOT_REACHED",
     "PASSED",
     "SCHEMA_VERSION",
+    "CostRecord",
     "DecisionRecord",
     "ForecastRecord",
     "GateVerdict",
@@ -118,6 +119,30 @@ class ForecastRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class CostRecord:
+    """Both costs a change was weighed by (``cost.enabled``; ``autoscaler.foresight.worth``), in
+    slot-seconds over ``horizon_s`` at the offered ``rate`` (records/s): changing now (``change_*``) and
+    waiting (``wait_*``), each as its total and what it is made of: the slot-seconds held, the restarts,
+    and the seconds above the lag target. ``worth_it``: changing cost less (the change was made)."""
+
+    horizon_s: float
+    rate: float | None
+    change_total: float
+    change_slot_seconds: float
+    change_restarts: int
+    change_lag_s: float
+    wait_total: float
+    wait_slot_seconds: float
+    wait_restarts: int
+    wait_lag_s: float
+    slots_now: int
+    slots_then: int
+    capacity_now: float | None = None  # records/s the job processes now ...
+    capacity_then: float | None = None  # ... and would after the change
+    worth_it: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class VerificationRecord:
     """What the rescale decided at ``rescale_ts_ms`` delivered, measured at ``ts_ms``."""
 
@@ -172,6 +197,12 @@ class DecisionRecord:
     since_ms: int | None = None  # first tick of the run this record ends (None: this tick alone)
     ticks: int = 1  # ticks in that run
     forecast: ForecastRecord | None = None  # forecast.enabled only; left out of the JSON when None
+    cost: CostRecord | None = None  # a weighed change (cost.enabled) only; left out of the JSON when None
+    # cost.enabled or lag.target set (None otherwise, and left out of the JSON): whether the job's
+    # backlog was above its lag target at this tick, and the seconds it was over this record's run (each
+    # tick found above counts the time since the job's previous record; add_decision sums a run)
+    above_lag_target: bool | None = None
+    lag_above_target_s: float | None = None
 
     @property
     def blocked_by(self) -> GateVerdict | None:
@@ -197,8 +228,9 @@ class DecisionRecord:
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = _plain(self)
         data["schema"] = SCHEMA_VERSION
-        if self.forecast is None:  # a job without forecasts writes the record it wrote before them
-            del data["forecast"]
+        for name in ("forecast", "cost", "above_lag_target", "lag_above_target_s"):
+            if data[name] is None:  # a job without them writes the record it wrote before them
+                del data[name]
         return data
 
     def to_json(self) -> str:
@@ -206,8 +238,8 @@ class DecisionRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DecisionRecord:
-        nested = ("schema", "vertices", "gates", "plugins", "options", "verification", "forecast")
-        verification, forecast = data.get("verification"), data.get("forecast")
+        nested = ("schema", "vertices", "gates", "plugins", "options", "verification", "forecast", "cost")
+        verification, forecast, cost = data.get("verification"), data.get("forecast"), data.get("cost")
         return cls(
             **_decode_floats(cls, {k: v for k, v in data.items() if k not in nested}),
             vertices=tuple(
@@ -218,6 +250,7 @@ class DecisionRecord:
             options=tuple((str(k), str(v)) for k, v in data.get("options", ())),
             verification=None if verification is None else VerificationRecord.from_dict(verification),
             forecast=None if forecast is None else ForecastRecord(**_decode_floats(ForecastRecord, forecast)),
+            cost=None if cost is None else CostRecord(**_decode_floats(CostRecord, cost)),
         )
 
     @classmethod
@@ -275,9 +308,15 @@ def add_decision(
     the rescale it verified, if that is still kept.
     """
     kept = list(history)
+    if kept and record.above_lag_target is not None:
+        record = replace(record, lag_above_target_s=_above_since(kept[-1], record))
     if kept and record.continues(kept[-1]):
         previous = kept.pop()
         record = replace(record, since_ms=previous.first_ms, ticks=previous.ticks + record.ticks)
+        if record.lag_above_target_s is not None:
+            record = replace(
+                record, lag_above_target_s=(previous.lag_above_target_s or 0.0) + record.lag_above_target_s
+            )
     verification = record.verification
     if verification is not None and verification.rescale_ts_ms != record.ts_ms:
         kept = [
@@ -286,6 +325,15 @@ def add_decision(
         ]
     kept.append(record)
     return tuple(kept[-keep:]) if keep > 0 else ()
+
+
+def _above_since(previous: DecisionRecord, record: DecisionRecord) -> float:
+    """The seconds above the lag target ``record``'s tick adds: the time since the job's previous record
+    when the tick found it above (an interval judged at its end, as the cost model and the bench judge
+    one), none otherwise or when the clock ran back."""
+    if not record.above_lag_target or record.ts_ms <= previous.ts_ms:
+        return 0.0
+    return (record.ts_ms - previous.ts_ms) / 1000
 
 
 # ---------------------------------------------------------------------------------------- lookup

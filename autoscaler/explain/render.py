@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from autoscaler.explain.records import (
     BLOCKED,
     FORCED,
+    CostRecord,
     DecisionRecord,
     ForecastRecord,
     VerifiedVertex,
@@ -39,7 +40,15 @@ if TYPE_CHECKING:
     from autoscaler.state.events import Event
     from autoscaler.state.store import Lease
 
-__all__ = ["NAME_WIDTH", "explain", "forecast_words", "outcome_words", "status_table"]
+__all__ = [
+    "NAME_WIDTH",
+    "cost_words",
+    "explain",
+    "forecast_words",
+    "lag_target_words",
+    "outcome_words",
+    "status_table",
+]
 
 NAME_WIDTH = 64
 """Characters of a job key, vertex name, cluster or daemon name a ``status`` cell shows at most, so one
@@ -124,6 +133,12 @@ def explain(
     if record.forecast is not None:
         lines += ["", f"Load forecast: {forecast_words(record.forecast)}"]
 
+    if record.cost is not None:
+        lines += ["", *_cost_lines(record.cost)]
+
+    if record.above_lag_target is not None:
+        lines += ["", *_lag_target_lines(record, earlier)]
+
     if record.verification is not None or record.scaled:
         lines += ["", *_verification_lines(record, "")]
 
@@ -170,6 +185,10 @@ def _earlier_lines(r: DecisionRecord, newer: DecisionRecord, rescaled_since: boo
         lines += [f"    {_vertex_inputs(v)}" for v in r.vertices]
     if r.gates:
         lines.append(f"    gates: {_gates_summary(r)}")
+    if r.cost is not None:
+        lines.append(f"    costs: {cost_words(r.cost)}")
+    if r.above_lag_target is not None:
+        lines.append(f"    lag target: {lag_target_words(r)}")
     if r.plugins:
         lines.append("    plugins: " + ", ".join(f"{p.plugin} {_plugin_words(p.outcome)}" for p in r.plugins))
     now = dict(newer.options)
@@ -215,6 +234,66 @@ def forecast_words(f: ForecastRecord) -> str:
         f"({f.basis}, confidence {confidence}, horizon {horizon}); with cost.enabled the decision "
         "weighs its changes at that peak"
     )
+
+
+def _cost_lines(c: CostRecord) -> list[str]:
+    """Both costs a change was weighed by (cost.enabled), each with what it is made of."""
+    verdict = (
+        "changing cost less: the change was made" if c.worth_it else "waiting cost less: held (NotWorthIt)"
+    )
+    horizon = _age(round(c.horizon_s * 1000))
+    change = _cost_parts(c.change_slot_seconds, c.change_restarts, c.change_lag_s)
+    wait = _cost_parts(c.wait_slot_seconds, c.wait_restarts, c.wait_lag_s)
+    return [
+        f"Costs weighed (cost.enabled), over {horizon} at {_rate(c.rate)} offered: {verdict}",
+        f"  changing now: {_slot_s(c.change_total)} = {change} "
+        f"({c.slots_then} slots, capacity {_rate(c.capacity_then)} after the restart)",
+        f"  waiting:      {_slot_s(c.wait_total)} = {wait} "
+        f"({c.slots_now} slots, capacity {_rate(c.capacity_now)})",
+    ]
+
+
+def cost_words(c: CostRecord) -> str:
+    """Both costs in a line: ``explain``'s earlier decisions and the ``--html`` table."""
+    return (
+        f"changing now {_slot_s(c.change_total)}, waiting {_slot_s(c.wait_total)} "
+        f"over {_age(round(c.horizon_s * 1000))} at {_rate(c.rate)} "
+        f"({'changed' if c.worth_it else 'held'}; slot-s held / restarts / s above the lag target: "
+        f"{c.change_slot_seconds:,.0f} / {c.change_restarts} / {c.change_lag_s:,.0f} against "
+        f"{c.wait_slot_seconds:,.0f} / {c.wait_restarts} / {c.wait_lag_s:,.0f})"
+    )
+
+
+def _slot_s(value: float) -> str:
+    return f"{value:,.0f} slot-s"
+
+
+def _cost_parts(slot_seconds: float, restarts: int, lag_s: float) -> str:
+    return (
+        f"{slot_seconds:,.0f} slot-s held + {restarts} restart{'s' if restarts != 1 else ''} "
+        f"+ {lag_s:,.0f} s above the lag target"
+    )
+
+
+def _lag_target_lines(record: DecisionRecord, earlier: Sequence[DecisionRecord]) -> list[str]:
+    """The seconds the job spent above its lag target, over this decision's run and the kept ones."""
+    kept = [r for r in (*earlier, record) if r.lag_above_target_s is not None]
+    total = math.fsum(r.lag_above_target_s or 0.0 for r in kept)
+    since = min(r.first_ms for r in kept)
+    target = dict(record.options).get("lag.target")
+    bound = f"lag.target {target}" if target else "lag.target unset: the catch-up bound, catch-up.duration"
+    return [
+        f"Lag target ({bound}): {lag_target_words(record)}; {total:,.0f} s above it over the "
+        f"{len(kept)} decision{'s' if len(kept) != 1 else ''} kept since {_utc(since)}",
+        "  (judged at each tick from the sources' lag, their offered rate and the job's capacity, as the "
+        "cost model judges a second; each tick found above counts the time since the job's previous one)",
+    ]
+
+
+def lag_target_words(r: DecisionRecord) -> str:
+    """Whether the job was above its lag target at the record's tick, and the seconds over its run."""
+    now = "above it at the decision" if r.above_lag_target else "within it at the decision"
+    return f"{now}, {r.lag_above_target_s or 0.0:,.0f} s above it over this decision's run"
 
 
 def _restart_short(r: DecisionRecord) -> str:

@@ -16,7 +16,7 @@ store holds, and idempotent realizing keeps a rescale the lost tick issued from 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -24,11 +24,13 @@ import structlog
 from sqlalchemy.exc import DBAPIError
 
 from autoscaler.durations import to_ms
+from autoscaler.foresight.backfill import complete
 from autoscaler.foresight.forecast import ForecastParams
 from autoscaler.foresight.history import LoadHistory
 from autoscaler.model import JobSample
 from autoscaler.offload import offload
 from autoscaler.reasons import Reason
+from autoscaler.settings import AutoscalerOptions
 from autoscaler.state.load_history import history_from, history_write
 from autoscaler.state.model import JobState
 from autoscaler.state.store import StateStore, custom_window_rows, group_window, window_rows
@@ -38,6 +40,13 @@ __all__ = ["Loaded", "TickStore"]
 log = structlog.get_logger(__name__)
 
 Tokens = Callable[[str], int | None]  # job key -> its lease token now (Clusters.lease_tokens)
+# (job keys, since_ms) -> each one's recorded offered rate per tick from since_ms on, (ts_ms, records/s)
+# oldest first; never raises (the daemon's is autoscaler.archive.offered.ArchivedLoad, over archive_dir)
+Recorded = Callable[[Collection[str], int], Mapping[str, Sequence[tuple[int, float]]]]
+ARCHIVE_JOBS_PER_TICK = 8
+"""Jobs whose history one tick completes from the archive at most: a daemon starting with a fleet reads
+the archive a few jobs per tick (three weeks of one job's ticks are some 180,000 rows), so no tick waits
+long nor holds a fleet's archive in memory; the others forecast from their store's history meanwhile."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +77,22 @@ class TickStore:
     restored once per job and process (again after :meth:`forget`, e.g. when the lease comes back).
     """
 
-    def __init__(self, state: StateStore, metrics: ErrorCounter, *, persist_window: bool) -> None:
+    def __init__(
+        self,
+        state: StateStore,
+        metrics: ErrorCounter,
+        *,
+        persist_window: bool,
+        recorded: Recorded | None = None,
+    ) -> None:
         self.state = state
         self.metrics = metrics
         self.persist_window = persist_window
+        # the archive's offered rates, where one is configured: a load history the store holds less of
+        # is completed from them once, when read (_load_histories)
+        self.recorded = recorded
+        self._unstored: set[str] = set()  # histories completed from the archive: written whole next
+        self._archive_due: set[str] = set()  # histories read from the store, the archive not asked yet
         self._restored: set[str] = set()  # jobs whose stored window this process replayed
         # job key -> its load history as this process keeps it: read from the store once, then kept here
         # (the store holds its closed buckets, written as they close)
@@ -106,7 +127,57 @@ class TickStore:
                 for key in missing:
                     params = ForecastParams.of(wanted[key], key)
                     self._histories[key] = history_from(key, rows.get(key, ()), params)
+                    if self.recorded is not None and len(self._histories[key].series) < params.capacity:
+                        self._archive_due.add(key)
+        if self._archive_due:
+            now_ms = max((s.ts_ms for s in samples), default=0)
+            await self._complete({k: o for k, o in wanted.items() if k in self._archive_due}, now_ms)
         return {key: self._histories[key] for key in wanted if key in self._histories}
+
+    async def _complete(self, options: Mapping[str, AutoscalerOptions], now_ms: int) -> None:
+        """Histories read from the store with fewer buckets than the forecast reads, completed from the
+        archive's recorded offered rates (``autoscaler.foresight.backfill``): asked once per job and
+        process, like the store's rows, :data:`ARCHIVE_JOBS_PER_TICK` jobs a tick, back to the oldest
+        bucket a forecast reads; the next flush writes a completed history whole."""
+        short = sorted(options)[:ARCHIVE_JOBS_PER_TICK]
+        if not short or self.recorded is None:
+            return
+        self._archive_due.difference_update(short)
+        params = {key: ForecastParams.of(options[key], key) for key in short}
+        since_ms = now_ms - max(p.capacity * p.bucket_ms for p in params.values())
+        try:
+            recorded = await offload(self.recorded, short, since_ms)
+        except Exception as exc:  # the reader logs its own failures; this is a bug, kept from the tick
+            log.warning("load_history_archive_failed", jobs=len(short), error=str(exc), exc_info=True)
+            return
+        for key in short:
+            samples = recorded.get(key)
+            if not samples:
+                continue
+            done = complete(self._histories[key], samples, params[key])
+            if done.added:
+                self._histories[key] = done.history
+                self._unstored.add(key)
+                detail = (
+                    "the job's load history in the state store was shorter than the archive's: completed "
+                    "from the offered rates the archive recorded"
+                )
+            elif done.skipped == len(samples):
+                detail = (
+                    "none of the archive's offered rates for the job is a rate (NaN: a source's rate was "
+                    "unknown): its forecast reads what the state store holds"
+                )
+            else:
+                detail = "the archive holds no bucket older than the state store's"
+            log.info(
+                "load_history_from_archive",
+                job=key,
+                samples=len(samples),
+                buckets_added=done.added,
+                buckets=len(done.history.series),
+                not_a_rate=done.skipped,
+                detail=detail,
+            )
 
     def _still_mine(self, keys: Iterable[str], tokens: Tokens | None) -> dict[str, JobState]:
         """The kept states of these jobs that are still this daemon's to write; those of a job another
@@ -195,6 +266,8 @@ class TickStore:
         self._restored.difference_update(keys)
         for key in keys:  # read again: another daemon may have written it meanwhile
             self._histories.pop(key, None)
+            self._unstored.discard(key)
+            self._archive_due.discard(key)
 
     # ------------------------------------------------------------------ flush
     async def flush(
@@ -228,10 +301,11 @@ class TickStore:
             gone = [key for key in gone if not lapsed(key)]
             histories = {key: h for key, h in histories.items() if not lapsed(key)}
         self._histories.update(histories)
+        unstored = self._unstored & histories.keys()  # completed from the archive: the store lacks parts
         writes = {
             key: write
             for key, h in histories.items()
-            if (write := history_write(loaded.histories.get(key), h)) is not None
+            if (write := history_write(None if key in unstored else loaded.histories.get(key), h)) is not None
         }
         for key in gone:
             self._unsaved.pop(key, None)
@@ -280,6 +354,7 @@ class TickStore:
             log.error("state_save_failed", error=str(exc), jobs=sorted(changed), exc_info=True)
             self._count_failure(samples)
         else:
+            self._unstored -= unstored
             late = sorted(key for key in kept if self._unsaved.pop(key, None) is not None)
             if late:
                 log.info("state_unsaved_written", jobs=late, detail="the states kept since a failed write")

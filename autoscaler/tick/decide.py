@@ -266,7 +266,7 @@ def _worth_it(job: JobView) -> Decision | None:
     if job.forced or weighing is None or weighing.worth_it:
         return None
     text = f"{_describe(job.changes, job.evaluation)} does not pay for itself {weighing.text()}"
-    return job.no(Reason.NOT_WORTH_IT, text, job.new_state)
+    return replace(job.no(Reason.NOT_WORTH_IT, text, job.new_state), weighing=weighing)
 
 
 def _advisor(job: JobView) -> Decision | None:
@@ -430,7 +430,14 @@ def _scaling(job: JobView) -> Decision:
     if len(job.asked) != len(job.changes):
         detail = f"{detail}; {_standing_text(job)}"
     return Decision(
-        evaluation.job, Reason.SCALING, detail, job.asked, job.new_state, evaluation, forced=job.forced
+        evaluation.job,
+        Reason.SCALING,
+        detail,
+        job.asked,
+        job.new_state,
+        evaluation,
+        forced=job.forced,
+        weighing=None if job.forced else job.weighing,
     )
 
 

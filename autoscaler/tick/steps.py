@@ -22,6 +22,7 @@ from datetime import timedelta
 
 from autoscaler.flink.models import ParallelismBounds
 from autoscaler.foresight.forecast import Forecast, NoForecast
+from autoscaler.foresight.worth import Weighing
 from autoscaler.memory_advice import MemoryAdvice
 from autoscaler.model import JobEvaluation, JobRef, JobSample, VertexChange, VertexId, frozen_map
 from autoscaler.plugins.chain import ChainResult
@@ -75,6 +76,9 @@ class Decision:
     forced: bool = False  # SCALING below the minimum requirement, forced by scaling-interval.max
     # The job's load forecast (forecast.enabled; None otherwise), shown by explain; no gate reads it yet.
     forecast: Forecast | NoForecast | None = None
+    # cost.enabled: both costs the gate "worth a restart" weighed, on a change held as NotWorthIt or made
+    # because it paid (None otherwise: not weighed, or forced), for explain to show as values
+    weighing: Weighing | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "changes", frozen_map(self.changes))

@@ -37,6 +37,7 @@ class World:
         flink_cooldown_s: float = 0,
         stores: Any = None,
         persist_window: bool = True,
+        archive_dir: Any = None,
     ) -> None:
         self.clock = FakeClock()
         self.sims = {
@@ -61,6 +62,7 @@ class World:
             metrics_address="",
             confirm_timeout=timedelta(seconds=confirm_timeout_s),
             persist_window=persist_window,
+            archive_dir=archive_dir,
         )
         self.daemon = Daemon(
             settings,

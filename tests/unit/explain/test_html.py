@@ -9,7 +9,7 @@ from dataclasses import replace
 from timeline_values import T0, record, sample
 
 from autoscaler.explain.html import render_html
-from autoscaler.explain.records import ForecastRecord
+from autoscaler.explain.records import CostRecord, ForecastRecord
 from autoscaler.explain.timeline import job_timeline
 from autoscaler.reasons import Reason
 
@@ -99,3 +99,38 @@ def test_a_cluster_page_has_a_section_per_job_and_the_same_input_draws_the_same_
     html = page([one, other], title="flink-autoscaler: cluster c1")
     assert html.count('<section class="job">') == 2 and html.count("<svg") == 6
     assert html == page([one, other], title="flink-autoscaler: cluster c1")
+
+
+def test_the_table_shows_both_costs_and_the_seconds_above_the_lag_target_where_recorded():
+    cost = CostRecord(
+        horizon_s=1800.0,
+        rate=2000.0,
+        change_total=9_650.0,
+        change_slot_seconds=5_400.0,
+        change_restarts=1,
+        change_lag_s=120.0,
+        wait_total=3_600.0,
+        wait_slot_seconds=3_600.0,
+        wait_restarts=0,
+        wait_lag_s=0.0,
+        slots_now=2,
+        slots_then=3,
+        capacity_now=2500.0,
+        capacity_then=3750.0,
+    )
+    held = replace(
+        record(T0 + 10_000, Reason.NOT_WORTH_IT, decided=2),
+        cost=cost,
+        above_lag_target=False,
+        lag_above_target_s=40.0,
+    )
+    html = page([job_timeline([record(T0, Reason.WINDOW_NOT_FULL), held])])
+    table = html[html.index('<table class="decisions"') :]
+    assert "<th>costs (slot-s) and lag target</th>" in table
+    rows = re.findall(r"<tr class=\"[a-z]*\">.*?</tr>", table)
+    assert "changing now 9,650 slot-s, waiting 3,600 slot-s over 30 min at 2,000 rec/s (held;" in rows[0]
+    assert "5,400 / 1 / 120 against 3,600 / 0 / 0" in rows[0]
+    assert "lag target: within it at the decision, 40 s above it over this decision&#x27;s run" in rows[0]
+    assert rows[1].count("<td>") == 7 and rows[1].endswith("<td>-</td></tr>"), "not weighed: a dash"
+    plain = page([scaled_timeline()])
+    assert "costs (slot-s)" not in plain, "cost.enabled and lag.target off: the table as before"

@@ -124,8 +124,10 @@ def test_to_dict_is_asdict_with_infinities_spelled_out():
             return [spelled_out(v) for v in value]
         return value
 
-    # No forecast (forecast.enabled false): left out, so the JSON is what it was before forecasts.
-    plain = {k: v for k, v in asdict(record).items() if k != "forecast"}
+    # No forecast (forecast.enabled false), no costs weighed, no lag target judged (cost.enabled false,
+    # lag.target unset): left out, so the JSON is what it was before them.
+    optional = ("forecast", "cost", "above_lag_target", "lag_above_target_s")
+    plain = {k: v for k, v in asdict(record).items() if k not in optional}
     expected = spelled_out({**plain, "schema": records.SCHEMA_VERSION})
     assert record.to_dict() == expected
     assert expected["vertices"][0]["scale_down_threshold"] == "inf"

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from datetime import timedelta
 
-from explain_outcomes import NOW, outcome_of, scale_up_evaluation
+from explain_outcomes import NOW, OPTS, outcome_of, scale_up_evaluation
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,11 +23,13 @@ from autoscaler.explain import (
     record_from_outcome,
     status_table,
 )
+from autoscaler.model import JobEvaluation
 from autoscaler.reasons import Reason
+from autoscaler.settings import AutoscalerOptions
 from autoscaler.state import JobState, PendingRescale
 from autoscaler.state.events import Event, EventType
 from autoscaler.state.store import Lease
-from autoscaler.testing import JOB, make_evaluation, vertex_eval
+from autoscaler.testing import JOB, make_evaluation, make_sample, make_topology, vertex_eval
 from autoscaler.tick.steps import JobOutcome, RealizeResult
 
 
@@ -196,3 +199,72 @@ def test_no_text_a_user_reads_says_nan(vertex, verified, restart_time_s):
     )
     for text in texts:
         assert "nan" not in text.lower()
+
+
+# ------------------------------------------------------------------ both costs, and the lag target (issue 38)
+COSTED = AutoscalerOptions(enabled=True, cost_enabled=True)
+
+
+def weighed(tpr: float, options: AutoscalerOptions = COSTED, lag: float = 0.0):
+    """src (keeps up, ``lag`` records behind) -HASH-> work (2 subtasks, ``tpr`` rec/s for 2,000 offered),
+    recommended 3: the gate "worth a restart" weighs it."""
+    src = replace(vertex_eval("src", 2, tpr=20_000.0, tdr=2000.0), lag=lag)
+    work = vertex_eval("work", 2, 3, tpr=tpr, tdr=2000.0)
+    topology = make_topology({"src": 2, "work": 2}, [("src", "work", "HASH")])
+    sample = make_sample(topology, options=options, job=JOB)
+    return JobEvaluation(sample, {"src": src, "work": work}, False, 10, True, restart_time_s=10.0)
+
+
+def test_explain_shows_both_costs_of_a_change_held_as_not_worth_it_from_the_records_values():
+    outcome = outcome_of(weighed(2500.0), options=COSTED)
+    weighing = outcome.decision.weighing
+    assert outcome.outcome is Reason.NOT_WORTH_IT and weighing is not None
+    record = record_from_outcome(outcome)
+    cost = record.cost
+    assert cost is not None and not cost.worth_it
+    assert (cost.change_total, cost.wait_total) == (weighing.change.total, weighing.wait.total)
+    assert (cost.change_restarts, cost.wait_restarts, cost.slots_now, cost.slots_then) == (1, 0, 2, 3)
+    assert cost.horizon_s == weighing.horizon_s and cost.rate == 2000.0
+    assert DecisionRecord.from_json(record.to_json()) == record
+    text = explain(replace(record, detail="(the detail's words are not what is shown below)"))
+    block = text[text.index("Costs weighed") :]
+    assert "waiting cost less: held (NotWorthIt)" in block and "at 2,000 rec/s offered" in block
+    assert f"changing now: {weighing.change.total:,.0f} slot-s = " in block
+    assert f"waiting:      {weighing.wait.total:,.0f} slot-s = " in block
+    assert "1 restart +" in block and "0 restarts +" in block and "s above the lag target" in block
+    earlier = explain(record_from_outcome(outcome_of(weighed(1800.0), options=COSTED)), earlier=[record])
+    assert f"costs: changing now {weighing.change.total:,.0f} slot-s, waiting" in earlier
+
+
+def test_explain_shows_both_costs_of_a_change_that_paid_and_none_without_cost_enabled():
+    paid = record_from_outcome(outcome_of(weighed(1800.0), options=COSTED))
+    assert paid.outcome == Reason.SCALING and paid.cost is not None and paid.cost.worth_it
+    assert "changing cost less: the change was made" in explain(paid)
+    plain = record_from_outcome(outcome_of(weighed(1800.0, OPTS)))
+    assert plain.cost is None and plain.above_lag_target is None
+    assert "Costs weighed" not in explain(plain) and "Lag target" not in explain(plain)
+
+
+def test_explain_reports_the_seconds_above_the_lag_target_over_the_kept_decisions():
+    """Judged at each tick from the sources' lag, rate and the job's capacity: 30 s of lag target is
+    60,000 records at 2,000 rec/s. Each tick found above counts the time since the previous record."""
+    target = COSTED.model_copy(update={"lag_target": timedelta(seconds=30)})
+    behind = record_from_outcome(outcome_of(weighed(2500.0, target, lag=100_000.0), options=target))
+    within = record_from_outcome(outcome_of(weighed(2500.0, target, lag=1_000.0), options=target))
+    assert behind.above_lag_target is True and within.above_lag_target is False
+    kept: tuple[DecisionRecord, ...] = ()
+    in_band = replace(within, outcome=str(Reason.IN_BAND))  # another decision: a run of its own
+    for n, r in enumerate([within, behind, behind, behind, in_band]):
+        kept = add_decision(kept, replace(r, ts_ms=NOW + n * 10_000), keep=20)
+    assert [(r.ticks, r.lag_above_target_s) for r in kept] == [(4, 30.0), (1, 0.0)]
+    text = explain(kept[-1], earlier=kept[:-1])
+    assert (
+        "Lag target (lag.target 30 s): within it at the decision, 0 s above it over this decision's run"
+        in text
+    )
+    assert "30 s above it over the 2 decisions kept since" in text
+    assert "lag target: above it at the decision, 30 s above it over this decision's run" in text
+    catch_up = record_from_outcome(outcome_of(weighed(2500.0, lag=100_000.0), options=COSTED))
+    assert "Lag target (lag.target unset: the catch-up bound, catch-up.duration): within it" in explain(
+        catch_up
+    )

@@ -173,3 +173,104 @@ async def test_a_lapsed_jobs_history_is_not_written():
         [forecasting(A, 0)], Loaded(), {}, 0, histories={A.key: history}, lapsed={A.key}.__contains__
     )
     assert store.writes == []
+
+
+# ------------------------------------------------------------------------------ completed from the archive
+class Recorded:
+    """An archive's offered rates for the store's tests: counts the reads, can fail as a bug would."""
+
+    def __init__(self, rates=None, *, fail: bool = False) -> None:
+        self.rates = rates or {}
+        self.fail = fail
+        self.asked: list[list[str]] = []
+        self.since: list[int] = []
+
+    def __call__(self, keys, since_ms):
+        self.asked.append(sorted(keys))
+        self.since.append(since_ms)
+        if self.fail:
+            raise RuntimeError("a bug")
+        return {key: self.rates[key] for key in keys if key in self.rates}
+
+
+async def test_a_short_history_is_completed_from_the_archive_once_and_then_stored_whole():
+    store = HistoryStore()
+    params = ForecastParams.of(FORECASTING, A.key)
+    bucket, phase = params.bucket_ms, params.phase_ms
+    recorded = Recorded({A.key: [(phase + i * bucket, 100.0 + i) for i in range(30)]})
+    tick = TickStore(store, MetricsReporter(), persist_window=False, recorded=recorded)
+    ts = phase + 30 * bucket + 5
+    with capture_logs() as logs:
+        loaded = await tick.load([forecasting(A, ts), sample(B, ts)])
+    history = loaded.histories[A.key]
+    assert history.series.rates(0, 29) == [100.0 + i for i in range(29)] and history.open is not None
+    assert recorded.asked == [[A.key]], "only forecasting jobs, read with the store's rows"
+    assert recorded.since == [ts - params.capacity * bucket], "back to the oldest bucket a forecast reads"
+    (done,) = [e for e in logs if e["event"] == "load_history_from_archive"]
+    assert done["buckets_added"] == 30 and done["not_a_rate"] == 0
+    after = history.observe(ts, 500.0, params)  # the tick closes bucket 29
+    await tick.flush([forecasting(A, ts)], loaded, {}, ts, histories={A.key: after})
+    assert store.read_load_history([A.key])[A.key][0].first == 0, "all of it written, not just bucket 29"
+    again = await tick.load([forecasting(A, ts + bucket)])
+    assert recorded.asked == [[A.key]], "kept in memory: the archive is not read again"
+    later = again.histories[A.key].observe(ts + bucket, 1.0, params)
+    await tick.flush([forecasting(A, ts + bucket)], again, {}, ts + bucket, histories={A.key: later})
+    assert store.writes[-1] == {A.key}
+    tick.forget([A.key])
+    restored = await tick.load([forecasting(A, ts + 2 * bucket)])
+    assert restored.histories[A.key].series == later.series, "the state store keeps it as usual"
+    assert len(recorded.asked) == 2, "read again with the store's rows, and nothing older is found"
+
+
+async def test_an_archive_that_fails_leaves_the_stores_history():
+    store = HistoryStore()
+    recorded = Recorded(fail=True)
+    tick = TickStore(store, MetricsReporter(), persist_window=False, recorded=recorded)
+    with capture_logs() as logs:
+        loaded = await tick.load([forecasting(A, 0)])
+    assert len(loaded.histories[A.key].series) == 0 and not loaded.histories[A.key].open
+    assert [e["event"] for e in logs] == ["load_history_archive_failed"]
+
+
+async def test_a_fleet_is_completed_a_few_jobs_a_tick_and_live_buckets_are_kept():
+    """Twenty forecasting jobs start at once: the archive is asked for eight a tick, so no tick reads a
+    fleet's archive; a job completed after live ticks keeps the buckets they gave and its open one."""
+    store = HistoryStore()
+    jobs = [JobRef("a", f"{n:032d}", f"job-{n:02d}") for n in range(20)]
+    bucket = ForecastParams.of(FORECASTING).bucket_ms
+    start = 100 * bucket  # the archive recorded 50 rec/s over the 40 buckets before
+    recorded = Recorded({j.key: [(start - i * bucket, 50.0) for i in range(1, 41)] for j in jobs})
+    tick = TickStore(store, MetricsReporter(), persist_window=False, recorded=recorded)
+    kept = {}
+    for n in range(3):
+        ts = start + n * bucket
+        samples = [forecasting(j, ts) for j in jobs]
+        loaded = await tick.load(samples)
+        kept = {
+            k: h.observe(ts, 100.0, ForecastParams.of(FORECASTING, k)) for k, h in loaded.histories.items()
+        }
+        await tick.flush(samples, loaded, {}, ts, histories=kept)
+    assert [len(a) for a in recorded.asked] == [8, 8, 4]
+    assert sorted(k for a in recorded.asked for k in a) == sorted(j.key for j in jobs), "each job once"
+    late = recorded.asked[-1][0]  # completed at the third tick, after two live samples
+    history = kept[late]
+    assert history.open is not None and history.open.total == 100.0, "the open bucket is the live one"
+    series = history.series
+    assert series.rates(series.first, series.first + 3) == [50.0] * 3, "the archive's buckets before"
+    assert series.at(series.last) == 100.0, "the bucket live ticks closed: theirs, not the archive's"
+    (row,) = store.read_load_history([late])[late]
+    assert row.first == series.first, "written whole"
+
+
+async def test_an_archive_of_unknown_rates_is_said_and_leaves_the_stores_history():
+    store = HistoryStore()
+    params = ForecastParams.of(FORECASTING, A.key)
+    nan = float("nan")
+    recorded = Recorded({A.key: [(params.phase_ms + i * params.bucket_ms, nan) for i in range(5)]})
+    tick = TickStore(store, MetricsReporter(), persist_window=False, recorded=recorded)
+    with capture_logs() as logs:
+        loaded = await tick.load([forecasting(A, params.phase_ms + 10 * params.bucket_ms)])
+    assert len(loaded.histories[A.key].series) == 0
+    (said,) = [e for e in logs if e["event"] == "load_history_from_archive"]
+    assert said["not_a_rate"] == 5 and said["buckets_added"] == 0 and "not a rate" not in said["detail"]
+    assert "none of the archive's offered rates" in said["detail"]

@@ -141,6 +141,21 @@ def test_a_forecast_never_scales_a_job_down_and_is_not_read_without_cost_enabled
     assert decide(e, JobState(), on, HOUR_MS, forecast=falling).outcome is Reason.IN_BAND
 
 
+def test_the_decision_carries_both_costs_as_values_for_explain() -> None:
+    """Held or made, a weighed change's decision carries the weighing itself (explain shows its fields,
+    not its text); a forced change and the gate switched off carry none."""
+    opts = options(cost_enabled=True)
+    held = decide(evaluation(vertex_eval("work", 2, 3, tpr=2500, tdr=2000), opts), JobState(), opts, HOUR_MS)
+    assert held.weighing is not None and not held.weighing.worth_it
+    assert held.weighing.change.total >= held.weighing.wait.total and held.weighing.change.restarts == 1
+    assert held.weighing.text() in held.detail
+    made = decide(evaluation(vertex_eval("work", 2, 3, tpr=1800, tdr=2000), opts), JobState(), opts, HOUR_MS)
+    assert made.weighing is not None and made.weighing.worth_it and made.weighing.wait.lag_seconds > 0
+    off = options()
+    plain = decide(evaluation(vertex_eval("work", 2, 3, tpr=1800, tdr=2000), off), JobState(), off, HOUR_MS)
+    assert plain.outcome is Reason.SCALING and plain.weighing is None
+
+
 def _lower_since(minutes_ago: int, now_ms: int, target: int = 3) -> JobState:
     """Work's scale-down to ``target`` asked for since ``minutes_ago`` (its delay long over)."""
     since = now_ms - minutes_ago * 60_000
