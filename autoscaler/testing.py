@@ -39,6 +39,7 @@ __all__ = [
     "make_evaluation",
     "make_sample",
     "make_topology",
+    "offered_share",
     "vertex_eval",
 ]
 
@@ -149,11 +150,30 @@ class RecordingRequirementsClient:
         self.requirements = {vid: replace(b) for vid, b in requirements.items()}
 
 
+def offered_share(parallelism: int, target: int, utilization_target: float) -> float:
+    """The target data rate, as a share of the true processing rate, of a vertex at ``parallelism``
+    that the reference's sizing, ``ceil(p x TDR / (TPR x utilization.target))``, takes to ``target``.
+
+    A scale-up p -> t: ``utilization.target x t / p``, the largest share that sizes it to t; when that
+    is not above 1 (a step smaller than the band's, as a capped or hand-picked target), halfway between
+    1 and ``t / p``, so the vertex still falls behind now and keeps up at t. A scale-down: the same
+    formula, well below the band. No change: ``utilization.target`` (in band, at its target)."""
+    ratio = target / parallelism
+    if target > parallelism:
+        share = utilization_target * ratio
+        return share if share > 1 else (1 + ratio) / 2
+    return utilization_target * min(ratio, 1.0)
+
+
 class StubEvaluator:
     """An evaluator that recommends fixed parallelisms by vertex name (no Spark), for daemon tests.
 
     Vertices named in ``targets`` are outside their band and recommended that parallelism; the rest
-    are in band. ``fail=True`` makes every evaluation raise, as a broken Spark session would.
+    are in band. The rates agree with the recommendation (:func:`offered_share`): a vertex recommended a
+    scale-up is offered more than it processes, one recommended a scale-down much less, and one in band
+    (the sources too, unless named) is offered its capacity at ``utilization.target``, so the job's only
+    bottleneck is a vertex named for a scale-up and pricing a rescale (``cost.enabled``) sees why it is
+    asked for. ``fail=True`` makes every evaluation raise, as a broken Spark session would.
     ``ineffective`` names vertices whose last scale-up was ineffective (a mapping gives each one's
     (expected, actual) increase); ``limited`` maps a vertex name to the target a legacy alignment could
     not keep, with the bounds the job's options and topology give. Vertices named in ``unknown`` have
@@ -218,6 +238,8 @@ class StubEvaluator:
             vertices = {}
             for vid, info in s.topology.vertices.items():
                 target = self.targets.get(info.name, info.parallelism)
+                tpr = math.nan if info.name in self.unknown else self._tpr(info)
+                share = offered_share(info.parallelism, target, s.target.options.utilization_target)
                 vertices[vid] = replace(
                     vertex_eval(
                         vid,
@@ -225,8 +247,8 @@ class StubEvaluator:
                         target,
                         outside_band=info.name in self.targets,
                         max_parallelism=info.max_parallelism,
-                        tpr=math.nan if info.name in self.unknown else self._tpr(info),
-                        tdr=math.nan if info.name in self.unknown else 1000.0,
+                        tpr=tpr,
+                        tdr=tpr * share,
                     ),
                     ineffective_scale_up=info.name in self.ineffective,
                     scale_up_gain=self.ineffective.get(info.name),

@@ -569,7 +569,7 @@ class OwnOptions(BaseModel):
         "less than waiting over cost.horizon, at the cost.* prices (a restart, its pause and the lag it "
         "builds against the slots it saves or the lag it prevents); otherwise held as NotWorthIt, both "
         "costs in the decision's detail. A change forced by scaling-interval.max is not weighed. Off in "
-        "the reference profile.",
+        "the reference profile, on in the recommended one.",
     )
     cost_horizon: Duration = Field(
         timedelta(minutes=30),
@@ -598,7 +598,9 @@ class OwnOptions(BaseModel):
         "store and forecast it from that history: a ramp that continues, a daily or weekly pattern "
         "(forecast.periods), with a confidence learned from how well its past forecasts matched; "
         "explain shows the forecast, or why there is none (short or gappy history, forecasts that were "
-        "wrong, no rise beyond noise). It changes no decision yet.",
+        "wrong, no rise beyond noise). With cost.enabled, a foreseen rise sizes the vertices that would "
+        "not carry its peak for it, ahead of it, and the gate prices waiting at the peak; a forecast never "
+        "scales a job down. Off in the reference profile, on in the recommended one.",
     )
     forecast_horizon: Duration = Field(
         timedelta(hours=1),

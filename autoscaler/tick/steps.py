@@ -74,7 +74,8 @@ class Decision:
     evaluation: JobEvaluation | None = None
     retry_at_ms: int | None = None  # COOLDOWN_DEFERRED: decide again exactly then
     forced: bool = False  # SCALING below the minimum requirement, forced by scaling-interval.max
-    # The job's load forecast (forecast.enabled; None otherwise), shown by explain; no gate reads it yet.
+    # The job's load forecast (forecast.enabled; None otherwise), shown by explain; with cost.enabled the
+    # gate "worth a restart" reads it (tick/decide.py).
     forecast: Forecast | NoForecast | None = None
     # cost.enabled: both costs the gate "worth a restart" weighed, on a change held as NotWorthIt or made
     # because it paid (None otherwise: not weighed, or forced), for explain to show as values

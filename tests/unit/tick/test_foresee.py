@@ -96,7 +96,8 @@ async def test_the_daemon_keeps_writes_and_restores_histories_and_explain_shows_
 
 
 async def test_without_forecasts_nothing_is_kept_and_the_records_are_as_before() -> None:
-    w = World(StubEvaluator())
+    # Off, as in the reference profile (the recommended one, the daemon's default, has it on).
+    w = World(StubEvaluator(), options={**OPTIONS, "job.autoscaler.forecast.enabled": "false"})
     for _ in range(20):
         report = await w.tick()
     assert w.state.read_load_history(["a/job-a", "b/job-b"]) == {}
