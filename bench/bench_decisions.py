@@ -232,6 +232,81 @@ def targets(results: Mapping[str, Mapping[str, Quality]], steps: Mapping[str, in
     return out
 
 
+PREDICTABLE = ("ramp", "sine", "daily-noisy", "weekly", "ramp-noisy")
+"""Issue 38 item 4's predictable traces (a ramp, cycles): regret at most 1.15."""
+STEPS_AND_BURSTS = ("step-up-x2", "step-up-x4", "step-down-4", "short-bursts", "bursts", "flash-crowd")
+"""... and its steps and bursts: regret at most 1.4."""
+CONVERGE_BEFORE_S = {"step-up-x2": 40.0, "step-up-x4": 40.0, "step-down-4": 85.0}
+"""Each step's time to its final parallelism under the recommended profile when issue 38 was filed
+(docs/performance.md then): "no slower than today" (within a second: the ticks are jittered)."""
+
+
+def foresight_targets(
+    results: Mapping[str, Mapping[str, Quality]], runs: Sequence[JobRun], profile: str = "recommended"
+) -> list[str]:
+    """Issue 38 item 4, for ``profile``: each target met or missed, with the figure."""
+    mine = {t: by[profile] for t, by in results.items() if profile in by}
+    ref = {t: by["reference"] for t, by in results.items() if "reference" in by}
+    out: list[str] = []
+
+    def verdict(ok: bool, text: str) -> None:
+        out.append(f"- {'MET   ' if ok else 'MISSED'} {text}")
+
+    if mine and ref.keys() == mine.keys():
+        r_ref, r_mine = sum(q.restarts for q in ref.values()), sum(q.restarts for q in mine.values())
+        b_ref, b_mine = sum(q.backlog_s for q in ref.values()), sum(q.backlog_s for q in mine.values())
+        verdict(
+            r_mine <= 0.5 * r_ref and b_mine <= b_ref,
+            f"restarts <= 50 % of the reference's with no more seconds above the lag target: {r_mine} "
+            f"vs {r_ref} (<= {int(0.5 * r_ref)} needed), {b_mine:.0f} vs {b_ref:.0f} s",
+        )
+    for names, bound, what in (
+        (PREDICTABLE, 1.15, "predictable traces"),
+        (STEPS_AND_BURSTS, 1.4, "steps and bursts"),
+    ):
+        regrets = {t: mine[t].regret for t in names if t in mine and mine[t].regret is not None}
+        if regrets:
+            over = {t: r for t, r in regrets.items() if r is not None and r > bound}
+            figures = ", ".join(f"{t} {r:.2f}" for t, r in regrets.items() if r is not None)
+            verdict(not over, f"regret <= {bound} on the {what}: {figures}")
+    by_name = {(r.trace.name, r.profile): r for r in runs}
+    for name in ("daily-noisy", "weekly"):
+        run = by_name.get((name, profile))
+        if run is None or run.trace.day_s is None:
+            continue
+        day = run.trace.day_s
+        days = int(run.trace.duration_s // day)
+        counts = [
+            sum(1 for x in run.rescales if k * day <= x.t_s < (k + 1) * day) for k in range(1, days + 1)
+        ]
+        verdict(
+            max(counts, default=0) <= 2,
+            f"a repeating pattern ({name}): at most 2 restarts per day after the first: {counts}",
+        )
+    noise = by_name.get(("noise", profile))
+    if noise is not None and "noise" in mine:
+        ahead = sum(1 for n in noise.notes if n.outcome == "Scaling" and "sized ahead" in n.detail)
+        verdict(
+            mine["noise"].restarts == 0 and ahead == 0,
+            f"stationary noise: 0 restarts and 0 forecast-driven scale-ups: {mine['noise'].restarts} "
+            f"and {ahead}",
+        )
+    steps = {t: mine[t] for t in CONVERGE_BEFORE_S if t in mine}
+    if steps:
+        slower = {
+            t: q.converge_s
+            for t, q in steps.items()
+            if q.converge_s is None or q.converge_s > CONVERGE_BEFORE_S[t] + 1.0 or q.restarts > 1
+        }
+        figures = ", ".join(
+            f"{t} {q.restarts} restart(s), {f'{q.converge_s:.0f}' if q.converge_s is not None else '-'} s "
+            f"(before: {CONVERGE_BEFORE_S[t]:g} s)"
+            for t, q in steps.items()
+        )
+        verdict(not slower, f"steps: <= 1 restart each and no slower than before: {figures}")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- the doc
 def write_doc(section: str, path: Path = DOC) -> None:
     """Replace (or add) the "Decision quality" section of ``path``; other sections stay as they are."""
@@ -357,6 +432,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             "Targets of issue 11 item 2, recommended profile:",
             "",
             *targets(results, {t.name: t.step_changes for t in traces}),
+            "",
+            "Targets of issue 38 item 4, recommended profile:",
+            "",
+            *foresight_targets(results, runs),
             "",
         ]
     )
