@@ -1230,6 +1230,9 @@ class Tick:
     window_samples: int | None
     scaled: bool
     vertices: Mapping[str, Mapping[str, Any]]  # vertex name -> its record (records/s; None: not measured)
+    # forecast.enabled: the job's load forecast at the decision (ForecastRecord: peak_rate, basis, ... or
+    # ``none`` and ``detail``: why there is none); None for a job that keeps no forecast
+    forecast: Mapping[str, Any] | None = None
 
     def vertex(self, name: str) -> Mapping[str, Any] | None:
         """The record of the vertex whose name starts with ``name``; None if the tick evaluated none."""
@@ -1317,6 +1320,7 @@ class TickWatcher:
                     window_samples=data.get("window_samples"),
                     scaled=bool(data.get("scaled")),
                     vertices={v["name"]: v for v in data.get("vertices", ())},
+                    forecast=data.get("forecast"),
                 )
             )
 
