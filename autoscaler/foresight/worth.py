@@ -70,11 +70,19 @@ class Weighing:
         """Both costs, for the decision's detail and ``explain``."""
         q = self.queue
         return (
-            f"over {self.horizon_s / 60:g} min at {self.rate:.6g} rec/s: changing now costs "
+            f"over {_span(self.horizon_s)} at {self.rate:.6g} rec/s: changing now costs "
             f"{_cost_text(self.change)} ({q.slots_then} slots, {q.capacity_then:.6g} rec/s after the "
             f"restart), waiting costs {_cost_text(self.wait)} ({q.slots_now} slots, "
             f"{q.capacity_now:.6g} rec/s)"
         )
+
+
+def _span(seconds: float) -> str:
+    """A horizon as a person reads it: ``15 min``, ``22 min 40 s``, ``45 s``."""
+    minutes, rest = divmod(round(seconds), 60)
+    if not minutes:
+        return f"{rest} s"
+    return f"{minutes} min" if not rest else f"{minutes} min {rest} s"
 
 
 def _cost_text(cost: Cost) -> str:

@@ -90,3 +90,12 @@ def test_a_rise_the_new_capacity_would_not_carry_does_not_make_a_change_pay() ->
     q = queue(2000, now=2500, then=2600, slots_now=2, slots_then=3)
     w = weigh(q, MODEL, 1800, 10, rate=5000, rise_in_s=60)
     assert w.change.lag_seconds > 0 and w.wait.lag_seconds > 0
+
+
+def test_the_horizon_reads_in_minutes_and_seconds() -> None:
+    """A lasting drop's horizon is no round number of minutes: the text says it as a person would."""
+    q = JobQueue(
+        rate=1000.0, backlog=0.0, capacity_now=4000.0, capacity_then=2000.0, slots_now=4, slots_then=2
+    )
+    assert "over 22 min 40 s at 1000 rec/s" in weigh(q, CostModel(), 1360.0, 10.0).text()
+    assert "over 15 min at" in weigh(q, CostModel(), 900.0, 10.0).text()
