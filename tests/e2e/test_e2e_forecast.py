@@ -11,8 +11,9 @@ little to tell a change, and scaled up on the first peak.) The history the forec
 rate, so its peak is the load's, a sample late.
 
 With today's forecast (``autoscaler/foresight/forecast.py``) the period basis speaks from its fifth
-peak or so, not its second: it foresees a peak from the same time one and two periods ago (of two, the
-lower), so only once the history holds two periods and three buckets, and it is trusted only after 12
+peak or so, not its second: this peak comes in a jump, which it foresees from the same time one and two
+periods ago (of two, the lower; a rise that builds up over buckets, as a day's does, is foreseen from one
+period), so only once the history holds two periods and three buckets, and it is trusted only after 12
 of its forecasts were scored, each a horizon after it was made: 2 x 9 + 3 + 11 + 5 = 37 buckets (370 s)
 after the history's first one (about 35 s after the load began). Each tick's forecast (or why there is
 none) is kept from the daemon's decision file and printed, so the learning can be read off a run.
