@@ -25,7 +25,7 @@ import json
 import shlex
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -198,14 +198,21 @@ def _exact(bests: Iterable[BestPlan]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- targets
+def _verdicts(out: list[str]) -> Callable[[bool, str], None]:
+    """What both target lists print a target with: ``MET`` or ``MISSED``, then its figures."""
+
+    def verdict(ok: bool, text: str) -> None:
+        out.append(f"- {'MET   ' if ok else 'MISSED'} {text}")
+
+    return verdict
+
+
 def targets(results: Mapping[str, Mapping[str, Quality]], steps: Mapping[str, int]) -> list[str]:
     """Issue 11 item 2, for the recommended profile: each target met or missed, and by how much."""
     rec = {t: by["recommended"] for t, by in results.items() if "recommended" in by}
     ref = {t: by["reference"] for t, by in results.items() if "reference" in by}
     out: list[str] = []
-
-    def verdict(ok: bool, text: str) -> None:
-        out.append(f"- {'MET   ' if ok else 'MISSED'} {text}")
+    verdict = _verdicts(out)
 
     stepped = {t: q for t, q in rec.items() if steps[t] > 0}
     if stepped:
@@ -248,9 +255,7 @@ def foresight_targets(
     mine = {t: by[profile] for t, by in results.items() if profile in by}
     ref = {t: by["reference"] for t, by in results.items() if "reference" in by}
     out: list[str] = []
-
-    def verdict(ok: bool, text: str) -> None:
-        out.append(f"- {'MET   ' if ok else 'MISSED'} {text}")
+    verdict = _verdicts(out)
 
     if mine and ref.keys() == mine.keys():
         r_ref, r_mine = sum(q.restarts for q in ref.values()), sum(q.restarts for q in mine.values())
