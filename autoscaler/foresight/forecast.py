@@ -47,7 +47,7 @@ import itertools
 import math
 import statistics
 import zlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
@@ -243,28 +243,57 @@ class Forecast:
 
 
 # ---------------------------------------------------------------------------------------- predictions
-def outlook(series: LoadSeries, params: ForecastParams) -> Outlook:
-    """Every basis' prediction from the newest closed bucket of ``series`` (bucketed as ``params``)."""
-    made = series.last
+def outlook(
+    series: LoadSeries,
+    params: ForecastParams,
+    made: int | None = None,
+    horizon: int | None = None,
+    bases: Collection[str] | None = None,
+) -> Outlook:
+    """Every basis' prediction from the newest closed bucket of ``series`` (bucketed as ``params``).
+
+    ``made`` (an earlier bucket), ``horizon`` (fewer buckets) and ``bases`` (only these, and the level)
+    make again what was foreseen then: the history up to ``made`` is all a prediction reads, so a
+    forecast need not have been kept to be scored on the part of its horizon that has come
+    (``autoscaler.foresight.scores``)."""
+    made = series.last if made is None else made
+    held = made - series.first + 1
     recent = series.rates(made - params.trend_buckets + 1, made + 1)
     level = _level(series, made)
     noise = _noise(series.rates(made - max(NOISE_BUCKETS, params.trend_buckets) + 1, made + 1))
-    if len(series) < params.trend_buckets:
-        why = f"{len(series)} buckets of history, a forecast needs {params.trend_buckets}"
+    if held < params.trend_buckets:
+        why = f"{max(0, held)} buckets of history, a forecast needs {params.trend_buckets}"
         return Outlook(made, level, noise, short=why)
     missing = sum(math.isnan(r) for r in recent)
     if missing > MAX_GAPS * len(recent) or math.isnan(level) or math.isnan(noise):
         why = f"{missing} of the last {len(recent)} buckets have no sample"
         return Outlook(made, level, noise, short=why, gappy=True)
+    horizon = params.horizon if horizon is None else horizon
+    return Outlook(made, level, noise, _predictions(series, made, level, noise, params, horizon, bases))
+
+
+def _predictions(
+    series: LoadSeries,
+    made: int,
+    level: float,
+    noise: float,
+    params: ForecastParams,
+    horizon: int,
+    bases: Collection[str] | None = None,
+) -> dict[str, Prediction]:
+    """Each basis' prediction (of ``bases``, all by default) at bucket ``made`` over ``horizon``."""
     predictions = {LEVEL: Prediction(level, 1)}
-    trend = _trend(recent, level, noise, params.horizon)
-    if trend is not None:
-        predictions[TREND] = trend
+    if bases is None or TREND in bases:
+        trend = _trend(series.rates(made - params.trend_buckets + 1, made + 1), level, noise, horizon)
+        if trend is not None:
+            predictions[TREND] = trend
     for name, period in params.periods.items():
-        seasonal = _seasonal(series, made, period, level, noise, params.horizon)
+        if bases is not None and name not in bases:
+            continue
+        seasonal = _seasonal(series, made, period, level, noise, horizon)
         if seasonal is not None:
             predictions[name] = seasonal
-    return Outlook(made, level, noise, predictions)
+    return predictions
 
 
 def _level(series: LoadSeries, made: int) -> float:
@@ -375,8 +404,15 @@ def _seasonal(
             peak, ahead = rise, h
     if known < (1 - MAX_GAPS) * horizon:
         return None
-    if held == 1 and not _gradual(lagged[0][: LEVEL_BUCKETS + ahead + 1], peak, noise):
-        return None  # one period's jump may have been a one-off: foreseen once it came twice
+    if held == 1:
+        # One period's jump may have been a one-off: foreseen once it came twice. The jumps up to the
+        # foreseen peak are weighed against the whole climb, followed a horizon further: the first
+        # buckets of a long gradual rise at the horizon's edge are no jump.
+        climb = series.rates(made - period + 1, made - period + 2 * horizon + 2)
+        top = max((_mean_known(climb[i - 1 : i + 2]) for i in range(1, len(climb) - 1)), default=math.nan)
+        whole = max(peak, top - then[0]) if not math.isnan(top) else peak
+        if not _gradual(lagged[0][: LEVEL_BUCKETS + ahead + 1], whole, noise):
+            return None
     # The highest of the horizon's smoothed rises: on noise it stays within about three times one
     # bucket's noise (measured), which is taken as its spread; the noise is the larger of the buckets'
     # and the periods' (of the differences one period apart), which noise that wanders for hours
@@ -416,31 +452,51 @@ def _smooth(values: list[float]) -> float:
 
 # ---------------------------------------------------------------------------------------- the choice
 def choose(
-    seen: Outlook, errors: Mapping[str, tuple[float, ...]], params: ForecastParams
+    seen: Outlook,
+    errors: Mapping[str, tuple[float, ...]],
+    params: ForecastParams,
+    partly: Mapping[str, tuple[tuple[float, float], ...]] | None = None,
 ) -> Forecast | NoForecast:
-    """The forecast ``seen`` supports, judged by each basis' record of scored ``errors``; or why none."""
+    """The forecast ``seen`` supports, judged by each basis' record of scored ``errors``; or why none.
+
+    ``partly``: for a basis with fewer than ``min_scored`` errors, its waiting forecasts scored on the
+    part of their horizon that has come, beside reacting's on the same buckets
+    (:meth:`autoscaler.foresight.scores.Scores.partly_come`); they count towards its record while it
+    learns, and reacting's beside them towards what it is weighed against."""
     if seen.short:
         return NoForecast(Why.GAPPY if seen.gappy else Why.SHORT, seen.short)
     patterns = [b for b in seen.predictions if b != LEVEL]
     if not patterns:
         return NoForecast(Why.NO_PATTERN, "no ramp, and no period the history holds twice")
-    learned = [b for b in patterns if len(errors.get(b, ())) >= params.min_scored]
-    if not learned:
-        most = max(len(errors.get(b, ())) for b in patterns)
+    level_errors = errors.get(LEVEL, ())
+    record: dict[str, float] = {}
+    reacting: dict[str, float] = {}  # reacting's record over the same forecasts
+    for b in patterns:
+        full = errors.get(b, ())
+        if len(full) >= params.min_scored:
+            kept = full[-params.scored :]  # and reacting's on the same (the newest) forecasts
+            record[b], reacting[b] = _mean(kept), _mean(level_errors[-len(kept) :])
+            continue
+        part = (partly or {}).get(b, ())
+        if len(full) + len(part) >= params.min_scored:
+            record[b] = _mean((*full, *(e for e, _ in part)))
+            alongside = level_errors[-len(full) :] if full else ()
+            reacting[b] = _mean((*alongside, *(e for _, e in part)))
+    if not record:
+        most = max(len(errors.get(b, ())) + len((partly or {}).get(b, ())) for b in patterns)
         return NoForecast(
             Why.SHORT, f"learning: {most} of {params.min_scored} forecasts scored ({', '.join(patterns)})"
         )
-    level_error = _mean(errors.get(LEVEL, ()))
-    record = {b: _mean(errors[b][-params.scored :]) for b in learned}
+    learned = list(record)
     trusted = [
         b
         for b in learned
         if record[b] <= params.max_error
-        and (math.isnan(level_error) or record[b] <= _as_good(b, level_error))
+        and (math.isnan(reacting[b]) or record[b] <= _as_good(b, reacting[b]))
     ]
     if not trusted:
         best = min(learned, key=lambda b: record[b])
-        than = f", reacting's {level_error:.0%}" if not math.isnan(level_error) else ""
+        than = f", reacting's {reacting[best]:.0%}" if not math.isnan(reacting[best]) else ""
         return NoForecast(
             Why.WRONG,
             f"its forecasts were off: {best} by {record[best]:.0%} on average{than} "

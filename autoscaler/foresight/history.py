@@ -3,9 +3,9 @@ forecasts, and the forecast made when the last bucket closed.
 
 A tick adds the job's offered rate (:meth:`LoadHistory.observe`); the work is done once per bucket,
 when a sample of a later bucket closes the open one: the series grows by one value, the forecasts whose
-horizon passed are scored, every basis predicts the next horizon, and the forecast is chosen. Between
-closes a tick only adds to a sum, so a fleet of a thousand jobs pays one forecast per job and bucket,
-not per tick.
+horizon passed are scored (and, for a basis still learning, those whose horizon has partly come), every
+basis predicts the next horizon, and the forecast is chosen. Between closes a tick only adds to a sum,
+so a fleet of a thousand jobs pays one forecast per job and bucket, not per tick.
 
 What cannot be a rate (NaN, infinite, negative) is not added: bad data never enters the history, and
 a bucket without a sample is a gap, which the forecast counts as such.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from autoscaler.foresight.forecast import Forecast, ForecastParams, NoForecast, Why, choose, outlook
+from autoscaler.foresight.forecast import LEVEL, Forecast, ForecastParams, NoForecast, Why, choose, outlook
 from autoscaler.foresight.scores import Scores
 from autoscaler.foresight.series import LoadSeries
 
@@ -72,7 +72,11 @@ class LoadHistory:
         series = self.series.extended(bucket.index, bucket.mean, params.capacity)
         seen = outlook(series, params)
         scores = self.scores.settled(series, params.scored)
-        latest = choose(seen, scores.errors, params)
+        learning = [
+            b for b in seen.predictions if b != LEVEL and len(scores.errors.get(b, ())) < params.min_scored
+        ]
+        partly = scores.partly_come(series, params, learning) if learning else {}
+        latest = choose(seen, scores.errors, params, partly)
         if seen.predictions:
             scores = scores.with_forecasts(seen.made, params.horizon, seen.predictions)
         return LoadHistory(series, opened, scores, latest)

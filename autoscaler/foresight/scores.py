@@ -5,19 +5,29 @@ peak that came (the highest bucket in that horizon): the error is ``|foreseen - 
 came)``, 0 for a perfect forecast and at most 1, about the relative error when small. Each basis keeps
 the errors of its last forecasts; their mean is its record (``autoscaler.foresight.forecast.choose``).
 A horizon whose buckets were mostly not sampled is not scored: nothing is known of what came.
+
+While a basis has fewer scored forecasts than it needs to be trusted, its forecasts still waiting are
+also scored on the part of their horizon that has come (:meth:`Scores.partly_come`, at least a quarter
+of it), each beside reacting's on the same buckets: the forecast made again from the history as it was
+then (it read nothing later), over those buckets only. So a period seen once is trusted a quarter
+horizon and 11 buckets after it could first foresee, not a whole horizon and 11: for a daily pattern
+in 5-minute buckets with an hour's horizon, 45 minutes sooner on its second day. These partial scores
+are never kept; once a basis has its dozen full ones, they alone are its record.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from autoscaler.foresight.forecast import MAX_GAPS, Prediction
+from autoscaler.foresight.forecast import LEVEL, MAX_GAPS, ForecastParams, Prediction, outlook
 from autoscaler.foresight.series import LoadSeries
 
-__all__ = ["Foreseen", "Scores", "peak_error"]
+__all__ = ["PART_COME", "Foreseen", "Scores", "peak_error"]
+
+PART_COME = 0.25  # while a basis learns, a forecast is scored once this much of its horizon has come
 
 
 class Foreseen(tuple[int, int, str, float]):
@@ -81,6 +91,28 @@ class Scores:
                 errors.setdefault(p.basis, []).append(peak_error(p.peak, max(came)))
         waiting = tuple(p for p in self.pending if p[0] + p[1] > last)
         return Scores(waiting, {b: tuple(e[-keep:]) for b, e in errors.items()})
+
+    def partly_come(
+        self, series: LoadSeries, params: ForecastParams, bases: Collection[str]
+    ) -> dict[str, tuple[tuple[float, float], ...]]:
+        """Each of ``bases``' waiting forecasts scored on the part of its horizon that has come (at least
+        ``PART_COME`` of it, mostly sampled), beside reacting's on the same buckets: (its error, the
+        level's), oldest first. Bases without any are left out."""
+        last = series.last
+        scored: dict[str, list[tuple[float, float]]] = {}
+        for p in self.pending:
+            come = last - p.made
+            if p.basis not in bases or come < max(1, math.ceil(PART_COME * p.horizon)):
+                continue
+            came = [r for r in series.rates(p.made + 1, last + 1) if not math.isnan(r)]
+            if len(came) < (1 - MAX_GAPS) * come:
+                continue
+            then = outlook(series, params, made=p.made, horizon=come, bases=(p.basis,)).predictions
+            if p.basis in then:
+                top = max(came)
+                errors = (peak_error(then[p.basis].peak, top), peak_error(then[LEVEL].peak, top))
+                scored.setdefault(p.basis, []).append(errors)
+        return {b: tuple(e) for b, e in scored.items()}
 
     def with_forecasts(self, made: int, horizon: int, predictions: Mapping[str, Prediction]) -> Scores:
         """These predictions, made at bucket ``made``, kept to be scored."""

@@ -81,6 +81,9 @@ def test_a_daily_cycle_is_foreseen_from_its_second_day() -> None:
     _, said = feed(sample(shape, 2 * DAY, noise=0.01))
     second = [(i, f) for i, f in forecasts(said) if f.basis == "daily"]  # the trend speaks too
     assert len(second) >= 6
+    # Its first prediction closes a day and three buckets in; a dozen scored once a quarter of each
+    # one's horizon came (3 buckets), not all of it (12): 40 min sooner than waiting for whole horizons.
+    assert min(i for i, _ in second) <= DAY + 3 + math.ceil(H / 4) + PARAMS.min_scored
     for i, f in second:
         assert DAY < i < 2 * DAY
         assert abs(f.peak_rate - peak_to_come(shape, i)) <= 0.1 * peak_to_come(shape, i)
@@ -184,8 +187,11 @@ def test_a_short_history_is_no_forecast_then_learns() -> None:
     learning = [f for f in said[PARAMS.trend_buckets + 1 :] if isinstance(f, NoForecast)]
     assert any("learning" in f.detail for f in learning)
     first = min(i for i, _ in forecasts(said))
-    # the first prediction at the close of bucket trend_buckets - 1, scored from H buckets later on
-    assert first == PARAMS.trend_buckets - 1 + H + PARAMS.min_scored, "once enough forecasts were scored"
+    # the first prediction at the close of bucket trend_buckets - 1, scored while it learns once a quarter
+    # of its horizon has come (3 buckets of 12), not the whole horizon: a dozen scores 9 buckets sooner
+    assert first == PARAMS.trend_buckets - 1 + math.ceil(H / 4) + PARAMS.min_scored, (
+        "once a dozen were scored"
+    )
 
 
 def test_a_gappy_history_is_no_forecast() -> None:
@@ -239,6 +245,45 @@ def test_the_choice_reads_the_record() -> None:
     assert isinstance(no_rise, NoForecast) and no_rise.why is Why.NO_RISE and "trend" in no_rise.detail
     alone = choose(Outlook(999, 100.0, 1.0, {LEVEL: Prediction(100.0, 1)}), {}, PARAMS)
     assert isinstance(alone, NoForecast) and alone.why is Why.NO_PATTERN
+
+
+def test_while_learning_the_choice_counts_forecasts_scored_on_what_came() -> None:
+    """A basis with fewer than a dozen full scores is learned with its forecasts scored on the part of
+    their horizon that came, and weighed against reacting's on the same forecasts, not reacting's whole
+    record (which holds whole horizons, harder to foresee)."""
+    seen = Outlook(999, 100.0, 1.0, {LEVEL: Prediction(100.0, 1), "daily": Prediction(130.0, 5, 1.0)})
+    full_level = (0.3,) * 12
+    part = ((0.04, 0.05),) * 7
+    f = choose(seen, {LEVEL: full_level, "daily": (0.05,) * 5}, PARAMS, {"daily": part})
+    assert isinstance(f, Forecast) and f.basis == "daily", "5 full and 7 partial scores: learned"
+    short = choose(seen, {LEVEL: full_level, "daily": (0.05,) * 5}, PARAMS, {"daily": part[:6]})
+    assert isinstance(short, NoForecast) and short.why is Why.SHORT and "11 of 12" in short.detail
+    # reacting did better on the same buckets: not trusted, though far better than reacting's record
+    worse = choose(seen, {LEVEL: full_level}, PARAMS, {"daily": ((0.06, 0.01),) * 12})
+    assert isinstance(worse, NoForecast) and worse.why is Why.WRONG and "reacting's 1%" in worse.detail
+    # a dozen full scores: the partial ones no longer count
+    done = choose(seen, {LEVEL: full_level, "daily": (0.05,) * 12}, PARAMS, {"daily": ((0.9, 0.0),) * 12})
+    assert isinstance(done, Forecast)
+
+
+def test_the_first_buckets_of_a_long_climb_are_no_jump() -> None:
+    """One period held: a climb that builds up over a dozen buckets is foreseen while the horizon holds
+    only its first buckets, though each is a large part of the rise the horizon holds: it is weighed
+    against the whole climb, followed a horizon further. A flash crowd is still a jump."""
+    period = 48
+    params = ForecastParams(bucket_ms=BUCKET_MS, horizon_ms=12 * BUCKET_MS, periods_ms=(period * BUCKET_MS,))
+    name = period_name(period * BUCKET_MS)
+
+    def climb(i: int) -> float:
+        return 1000.0 + 100.0 * max(0, min(i % period - 30, 12))
+
+    def crowd(i: int) -> float:
+        return 1000.0 + (1200.0 if 30 <= i % period < 42 else 0.0)
+
+    for shape, foreseen in ((climb, True), (crowd, False)):
+        history, _ = feed(sample(shape, period + 30 - 12 + 3, noise=0.002), params)
+        seen = outlook(history.series, params)  # the horizon holds the first two buckets of the climb
+        assert (name in seen.predictions) is foreseen, (shape, seen.predictions)
 
 
 def test_periods_must_fit_the_buckets_and_outlast_the_horizon() -> None:

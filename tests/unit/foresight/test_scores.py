@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoscaler.foresight.forecast import Prediction
+from autoscaler.foresight.forecast import ForecastParams, Prediction, outlook
 from autoscaler.foresight.scores import Foreseen, Scores, peak_error
 from autoscaler.foresight.series import LoadSeries
 
@@ -49,3 +50,22 @@ def test_a_horizon_mostly_unsampled_is_not_scored_and_records_are_bounded() -> N
     scores = Scores(errors={"trend": (0.5, 0.4, 0.3)})
     scores = scores.with_forecasts(2, 3, {"trend": Prediction(100.0, 1)}).settled(series([100.0] * 6), keep=3)
     assert scores.errors["trend"] == (0.4, 0.3, 0.0)
+
+
+def test_while_learning_a_forecast_is_scored_on_the_part_of_its_horizon_that_came() -> None:
+    """A forecast made again from the history as it was (nothing later read), scored on the buckets
+    that came once a quarter of its horizon did, beside reacting's on the same buckets; never kept."""
+    params = ForecastParams(bucket_ms=1000, horizon_ms=8000, periods_ms=())  # 8 buckets: scored from 2
+    ramp = [100.0 + 10 * i + (3.0 if i % 3 else -3.0) for i in range(params.trend_buckets)]  # some noise
+    made = len(ramp) - 1
+    seen = outlook(series(ramp), params)
+    scores = Scores().with_forecasts(made, params.horizon, seen.predictions)
+    assert scores.partly_come(series([*ramp, ramp[-1] + 10]), params, ["trend"]) == {}, "1 of 8 came"
+    came = series([*ramp, ramp[-1] + 10, ramp[-1] + 20])
+    partly = scores.partly_come(came, params, ["trend"])
+    assert list(partly) == ["trend"] and len(partly["trend"]) == 1
+    trend, reacting = partly["trend"][0]
+    assert trend < 0.02, "the ramp over the two buckets that came"
+    assert reacting == pytest.approx(peak_error(seen.level, ramp[-1] + 20)), "the level, on the same two"
+    assert scores.partly_come(came, params, ["daily"]) == {}, "only the bases asked for"
+    assert scores.settled(came, keep=10) is scores, "nothing kept: its horizon has not passed"
