@@ -45,6 +45,7 @@ from autoscaler.clock import FakeClock
 from autoscaler.daemon import Daemon
 from autoscaler.evaluate.stage import Evaluator
 from autoscaler.foresight.cost import Cost, CostModel, Interval, above_target, price
+from autoscaler.foresight.forecast import Forecast
 from autoscaler.foresight.hindsight import BestPlan, best_plan
 from autoscaler.metrics import MetricsReporter
 from autoscaler.settings import ClusterSettings, Settings
@@ -64,7 +65,7 @@ from autoscaler.simulator.spec import (
 )
 from autoscaler.state import MemoryStateStore
 from autoscaler.state.events import EventLog
-from autoscaler.tick.steps import TickReport
+from autoscaler.tick.steps import Decision, TickReport
 
 __all__ = [
     "CATCH_UP_TARGET_S",
@@ -308,6 +309,7 @@ class TickNote:
     tdr: float | None = None
     tpr: float | None = None
     target: int | None = None
+    forecast: str = ""  # the job's forecast (its basis, peak and when), or why there is none
 
 
 @dataclass
@@ -491,8 +493,16 @@ def _note(report: TickReport, runs: Mapping[str, JobRun], start_ms: int) -> None
                 vertex.target_data_rate if vertex is not None else None,
                 vertex.true_processing_rate if vertex is not None else None,
                 vertex.target_parallelism if vertex is not None else None,
+                _forecast_note(outcome.decision, report.now_ms),
             )
         run.notes.append(note)
+
+
+def _forecast_note(decision: Decision | None, now_ms: int) -> str:
+    forecast = decision.forecast if decision is not None else None
+    if isinstance(forecast, Forecast):
+        return f"{forecast.basis}: peak {forecast.peak_rate:.0f} in {forecast.peak_in_s(now_ms):.0f} s"
+    return f"{forecast.why}: {forecast.detail}" if forecast is not None else ""
 
 
 # ---------------------------------------------------------------------------------------------- scores

@@ -151,6 +151,12 @@ class ForecastParams:
         return max(MIN_TREND_BUCKETS, 2 * self.horizon)
 
     @property
+    def history_needed(self) -> int:
+        """Buckets of history before any basis predicts: the trend's window, or one period and the level
+        then if shorter (a period basis does not wait for the trend's window)."""
+        return min([self.trend_buckets, *(p + LEVEL_BUCKETS for p in self.periods.values())])
+
+    @property
     def periods(self) -> dict[str, int]:
         """Each period basis' name and length in buckets."""
         return {
@@ -227,11 +233,14 @@ class Forecast:
     def horizon_s(self) -> float:
         return self.horizon_ms / 1000
 
-    @property
-    def factor(self) -> float:
-        """The expected peak over the current level (above 1): what a decision sizing the job's vertices
-        for the peak would multiply their target rates by (infinite from a level of 0)."""
-        return self.peak_rate / self.level_rate if self.level_rate > 0 else math.inf
+    def rise_over(self, rate: float) -> float:
+        """The expected peak over the job's offered ``rate`` now: what a decision sizing its vertices for
+        the peak multiplies their target rates by (infinite from 0, NaN from an unknown rate). Over the
+        rate now, not the level the forecast rose from: a load already partway up the rise (the level
+        is the newest closed buckets' median, behind it) is sized for the peak, not beyond it."""
+        if math.isnan(rate):
+            return math.nan
+        return self.peak_rate / rate if rate > 0 else math.inf
 
     @property
     def until_ms(self) -> int:
@@ -258,11 +267,11 @@ def outlook(
     (``autoscaler.foresight.scores``)."""
     made = series.last if made is None else made
     held = made - series.first + 1
-    recent = series.rates(made - params.trend_buckets + 1, made + 1)
+    recent = series.rates(max(series.first, made - params.trend_buckets + 1), made + 1)
     level = _level(series, made)
     noise = _noise(series.rates(made - max(NOISE_BUCKETS, params.trend_buckets) + 1, made + 1))
-    if held < params.trend_buckets:
-        why = f"{max(0, held)} buckets of history, a forecast needs {params.trend_buckets}"
+    if held < params.history_needed:
+        why = f"{max(0, held)} buckets of history, a forecast needs {params.history_needed}"
         return Outlook(made, level, noise, short=why)
     missing = sum(math.isnan(r) for r in recent)
     if missing > MAX_GAPS * len(recent) or math.isnan(level) or math.isnan(noise):
@@ -283,7 +292,7 @@ def _predictions(
 ) -> dict[str, Prediction]:
     """Each basis' prediction (of ``bases``, all by default) at bucket ``made`` over ``horizon``."""
     predictions = {LEVEL: Prediction(level, 1)}
-    if bases is None or TREND in bases:
+    if (bases is None or TREND in bases) and made - series.first + 1 >= params.trend_buckets:
         trend = _trend(series.rates(made - params.trend_buckets + 1, made + 1), level, noise, horizon)
         if trend is not None:
             predictions[TREND] = trend

@@ -111,7 +111,8 @@ class JobView:
         """With ``cost.enabled`` and a foreseen rise: the scale-ups its peak asks for (:func:`_foreseen`)."""
         if not (self.options.cost_enabled and isinstance(self.forecast, Forecast)):
             return {}
-        return _foreseen(self.evaluation, self.options, self.forecast.factor)
+        rise = self.forecast.rise_over(offered_rate(self.evaluation))
+        return _foreseen(self.evaluation, self.options, rise)
 
     @cached_property
     def foreseen(self) -> frozenset[VertexId]:
@@ -466,12 +467,12 @@ def _weigh(job: JobView) -> Weighing | None:
     pause_s = job.evaluation.restart_time_s
     if not math.isfinite(pause_s):
         pause_s = options.restart_time.total_seconds()
-    # A forecast rise: both futures face its peak (the queue's rate times the rise it foresees), so a
-    # scale-up pays ahead of it and a scale-down that would not carry it does not pay. Never lower.
+    # A forecast rise: both futures face its peak (the job's offered rate at it, never below the rate
+    # now), so a scale-up pays ahead of it and a scale-down that would not carry it does not pay.
     forecast = job.forecast
     rate, rise_in_s = None, 0.0
     if isinstance(forecast, Forecast):
-        rate, rise_in_s = queue.rate * forecast.factor, max(0, forecast.peak_at_ms - job.now_ms) / 1000
+        rate, rise_in_s = max(queue.rate, forecast.peak_rate), max(0, forecast.peak_at_ms - job.now_ms) / 1000
     return weigh(queue, CostModel.of(options), horizon_ms / 1000, pause_s, rate=rate, rise_in_s=rise_in_s)
 
 
@@ -643,9 +644,9 @@ def _foreseen(
     evaluation: JobEvaluation, options: AutoscalerOptions, factor: float
 ) -> dict[VertexId, VertexChange]:
     """The scale-ups a foreseen rise asks for: each vertex sized, as the scaler sizes it (§1.6: clamps,
-    limits, alignment), for its target data rate times the rise (the forecast's peak over its level) at
-    ``utilization.target``; only the vertices that would need more than they run. Never a scale-down:
-    a forecast alone never takes capacity away."""
+    limits, alignment), for its target data rate times the rise (the forecast's peak over the job's
+    offered rate now) at ``utilization.target``; only the vertices that would need more than they run.
+    Never a scale-down: a forecast alone never takes capacity away."""
     if not (math.isfinite(factor) and factor > 1):
         return {}
     topology = evaluation.sample.topology

@@ -232,7 +232,8 @@ def test_the_choice_reads_the_record() -> None:
     assert f.peak_rate == 130.0 and f.confidence == pytest.approx(0.95)
     assert f.made_ms == 1000 * BUCKET_MS and f.peak_at_ms == f.made_ms + 4 * BUCKET_MS
     assert f.peak_in_s(f.made_ms) == 4 * BUCKET_MS / 1000 and f.peak_in_s(f.peak_at_ms + 1) == 0.0
-    assert f.horizon_s == 3600 and f.until_ms == f.made_ms + 3_600_000 and f.factor == 1.3
+    assert f.horizon_s == 3600 and f.until_ms == f.made_ms + 3_600_000 and f.rise_over(100.0) == 1.3
+    assert f.rise_over(130.0) == 1.0 and f.rise_over(0.0) == math.inf and math.isnan(f.rise_over(math.nan))
     assert choose(seen, {LEVEL: bad, TREND: good, "daily": bad}, PARAMS).basis == TREND  # type: ignore[union-attr]
     wrong = choose(seen, {LEVEL: good, TREND: bad, "daily": bad}, PARAMS)
     assert isinstance(wrong, NoForecast) and wrong.why is Why.WRONG and "30%" in wrong.detail

@@ -124,6 +124,21 @@ def test_a_foreseen_peak_sizes_an_in_band_job_ahead_of_it_when_it_is_near() -> N
     assert d.forecast is not None
 
 
+def test_a_load_partway_up_a_foreseen_rise_is_sized_for_the_peak_not_beyond_it() -> None:
+    """The forecast rose from a level of 2,000 rec/s to a peak of 4,000; the load is already at 3,000
+    (the level, the newest closed buckets' median, is behind it). Work is sized as the band sizes it at
+    4,000 rec/s, the rate the forecast foresees (6 subtasks), not for 3,000 x 2 = 6,000 (8)."""
+    opts = options(cost_enabled=True)
+    work = vertex_eval("work", 3, tpr=3600, tdr=3000)  # 0.83 busy: in band
+    e = evaluation(work, opts, src_rate=3000.0)
+    d = decide(e, JobState(), opts, HOUR_MS, forecast=_forecast(HOUR_MS, 0))
+    at_peak = evaluation(vertex_eval("work", 3, 6, tpr=3600, tdr=4000), opts, src_rate=4000.0)
+    assert decide(at_peak, JobState(), opts, HOUR_MS).changes["work"].target == 6
+    assert d.outcome is Reason.SCALING and d.changes["work"].target == 6, d.detail
+    above = decide(e, JobState(), opts, HOUR_MS, forecast=_forecast(HOUR_MS, 0, factor=1.4))
+    assert above.outcome is Reason.IN_BAND, "a peak of 2,800 below the load now asks for nothing"
+
+
 def test_a_foreseen_peak_far_ahead_is_waited_for() -> None:
     opts = options(cost_enabled=True)
     e = evaluation(vertex_eval("work", 2, tpr=3000, tdr=2000), opts)
