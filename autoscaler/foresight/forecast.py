@@ -18,13 +18,14 @@ At each closed bucket, every **basis** that the history supports predicts the lo
   day's load) is.
 
 Each basis' past forecasts are scored when their horizon has passed (``autoscaler.foresight.scores``):
-the error of the peak it foresaw against the peak that came. A forecast is said only when
+the error of the peak it foresaw against the peak that came; while a basis learns, also on the part of
+their horizon that has come. A forecast is said only when
 
 1. the history is long and dense enough (``NoForecast``: ``short``, ``gappy``);
 2. some pattern basis has been scored often enough, its errors average at most ``max_error`` and
-   match reacting's (a period's within 2 points; a trend's 40 % lower, since a line through noise that
-   wanders fits as well as a ramp) (``short`` while learning, ``wrong`` otherwise); of those with the
-   best record (within 2 points), the longest period says it;
+   match reacting's on the same forecasts (a period's within 2 points; a trend's 40 % lower, since a
+   line through noise that wanders fits as well as a ramp) (``short`` while learning, ``wrong``
+   otherwise); of those with the best record (within 2 points), the longest period says it;
 3. the peak it foresees is above the current level by more than the noise can explain (``no-rise``):
    ``RISE_SIGMAS`` times the spread its basis has on noise and at least 2 %. The noise is the robust
    spread of neighbouring buckets' differences; a period takes that of the differences one period
@@ -476,7 +477,7 @@ def choose(
         return NoForecast(Why.GAPPY if seen.gappy else Why.SHORT, seen.short)
     patterns = [b for b in seen.predictions if b != LEVEL]
     if not patterns:
-        return NoForecast(Why.NO_PATTERN, "no ramp, and no period the history holds twice")
+        return NoForecast(Why.NO_PATTERN, "no ramp, and no period the history holds (a jump: twice)")
     level_errors = errors.get(LEVEL, ())
     record: dict[str, float] = {}
     reacting: dict[str, float] = {}  # reacting's record over the same forecasts
