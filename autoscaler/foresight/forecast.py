@@ -279,31 +279,17 @@ def outlook(
         why = f"{missing} of the last {len(recent)} buckets have no sample"
         return Outlook(made, level, noise, short=why, gappy=True)
     horizon = params.horizon if horizon is None else horizon
-    return Outlook(made, level, noise, _predictions(series, made, level, noise, params, horizon, bases))
-
-
-def _predictions(
-    series: LoadSeries,
-    made: int,
-    level: float,
-    noise: float,
-    params: ForecastParams,
-    horizon: int,
-    bases: Collection[str] | None = None,
-) -> dict[str, Prediction]:
-    """Each basis' prediction (of ``bases``, all by default) at bucket ``made`` over ``horizon``."""
     predictions = {LEVEL: Prediction(level, 1)}
-    if (bases is None or TREND in bases) and made - series.first + 1 >= params.trend_buckets:
-        trend = _trend(series.rates(made - params.trend_buckets + 1, made + 1), level, noise, horizon)
+    if (bases is None or TREND in bases) and held >= params.trend_buckets:  # recent: the whole window
+        trend = _trend(recent, level, noise, horizon)
         if trend is not None:
             predictions[TREND] = trend
     for name, period in params.periods.items():
-        if bases is not None and name not in bases:
-            continue
-        seasonal = _seasonal(series, made, period, level, noise, horizon)
-        if seasonal is not None:
-            predictions[name] = seasonal
-    return predictions
+        if bases is None or name in bases:
+            seasonal = _seasonal(series, made, period, level, noise, horizon)
+            if seasonal is not None:
+                predictions[name] = seasonal
+    return Outlook(made, level, noise, predictions)
 
 
 def _level(series: LoadSeries, made: int) -> float:
@@ -478,6 +464,7 @@ def choose(
     patterns = [b for b in seen.predictions if b != LEVEL]
     if not patterns:
         return NoForecast(Why.NO_PATTERN, "no ramp, and no period the history holds (a jump: twice)")
+    partly = partly or {}
     level_errors = errors.get(LEVEL, ())
     record: dict[str, float] = {}
     reacting: dict[str, float] = {}  # reacting's record over the same forecasts
@@ -487,13 +474,13 @@ def choose(
             kept = full[-params.scored :]  # and reacting's on the same (the newest) forecasts
             record[b], reacting[b] = _mean(kept), _mean(level_errors[-len(kept) :])
             continue
-        part = (partly or {}).get(b, ())
+        part = partly.get(b, ())
         if len(full) + len(part) >= params.min_scored:
             record[b] = _mean((*full, *(e for e, _ in part)))
             alongside = level_errors[-len(full) :] if full else ()
             reacting[b] = _mean((*alongside, *(e for _, e in part)))
     if not record:
-        most = max(len(errors.get(b, ())) + len((partly or {}).get(b, ())) for b in patterns)
+        most = max(len(errors.get(b, ())) + len(partly.get(b, ())) for b in patterns)
         return NoForecast(
             Why.SHORT, f"learning: {most} of {params.min_scored} forecasts scored ({', '.join(patterns)})"
         )

@@ -99,19 +99,21 @@ class Scores:
         ``PART_COME`` of it, mostly sampled), beside reacting's on the same buckets: (its error, the
         level's), oldest first. Bases without any are left out."""
         last = series.last
-        scored: dict[str, list[tuple[float, float]]] = {}
+        waiting: dict[int, list[str]] = {}  # made -> the bases whose forecast then is partly come
         for p in self.pending:
-            come = last - p.made
-            if p.basis not in bases or come < max(1, math.ceil(PART_COME * p.horizon)):
+            if p.basis in bases and last - p.made >= max(1, math.ceil(PART_COME * p.horizon)):
+                waiting.setdefault(p.made, []).append(p.basis)
+        scored: dict[str, list[tuple[float, float]]] = {}
+        for made, learning in waiting.items():  # one outlook per bucket, for all its bases
+            came = [r for r in series.rates(made + 1, last + 1) if not math.isnan(r)]
+            if len(came) < (1 - MAX_GAPS) * (last - made):
                 continue
-            came = [r for r in series.rates(p.made + 1, last + 1) if not math.isnan(r)]
-            if len(came) < (1 - MAX_GAPS) * come:
-                continue
-            then = outlook(series, params, made=p.made, horizon=come, bases=(p.basis,)).predictions
-            if p.basis in then:
-                top = max(came)
-                errors = (peak_error(then[p.basis].peak, top), peak_error(then[LEVEL].peak, top))
-                scored.setdefault(p.basis, []).append(errors)
+            then = outlook(series, params, made=made, horizon=last - made, bases=learning).predictions
+            top = max(came)
+            for b in learning:
+                if b in then:
+                    errors = (peak_error(then[b].peak, top), peak_error(then[LEVEL].peak, top))
+                    scored.setdefault(b, []).append(errors)
         return {b: tuple(e) for b, e in scored.items()}
 
     def with_forecasts(self, made: int, horizon: int, predictions: Mapping[str, Prediction]) -> Scores:
